@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Simulated DGX Spark cluster for tests: podman containers with systemd and sshd.
+
+Test harness only. The roles never see this script; they see an inventory with
+addresses, an SSH key and a few variables a real user could set as well.
+
+    simctl.py build                       # node + serving images (cached by input hash)
+    simctl.py up   --cluster pair --nodes 2 [--gpu spark-worker-1=wedged]
+    simctl.py down --cluster pair
+    simctl.py status --cluster pair
+
+Every cluster has a fixed index (sim/clusters.yml) that gives it its own two
+networks (management and ConnectX-7 "fabric") with static addresses, so an
+inventory for it can be written once and checked in.
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import yaml
+
+SIM_DIR = pathlib.Path(__file__).resolve().parent
+CACHE = pathlib.Path(os.environ.get("DGXSPARK_SIM_CACHE", pathlib.Path.home() / ".cache" / "dgxspark-sim"))
+SSH_KEY = CACHE / "ssh" / "id_ed25519"
+IMAGE_DIR = CACHE / "images"
+MIRROR = os.environ.get("DGXSPARK_SIM_MIRROR", "http://deb.debian.org/debian")
+BASE_PACKAGES = "openssh-server,python3,rsync,sudo,iproute2,procps"
+# Outer podman: runc (crun refuses cgroup v1 hybrid here) and ulimits below the host's hard limits.
+PODMAN = ["podman", "--runtime", "runc"]
+ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+FABRIC_IFACE = "enp1s0f1np1"
+SERVING_ARCHIVE = "/srv/dgxspark-sim/serving-image.tar"
+RDMA_DEVICE = "rocep1s0f1"
+# Stand-ins installed on every node under the real command names.
+STANDINS = {
+    "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
+    "ibdev2netdev_standin.sh": "/usr/local/bin/ibdev2netdev",
+    "gpu_burn_standin.sh": "/usr/local/bin/gpu-burn-standin",
+}
+
+
+def log(msg):
+    print(f"[sim] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, capture=False, **kw):
+    if capture:
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+    res = subprocess.run(cmd, check=False, text=True, **kw)
+    if check and res.returncode != 0:
+        err = (res.stderr or "").strip() if capture else ""
+        raise SystemExit(f"[sim] command failed ({res.returncode}): {' '.join(cmd)}\n{err}")
+    return res
+
+
+def image_exists(ref):
+    return run(PODMAN + ["image", "exists", ref], check=False).returncode == 0
+
+
+def digest(*parts):
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, pathlib.Path):
+            for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+                if f.is_file():
+                    h.update(str(f.relative_to(p if p.is_dir() else p.parent)).encode())
+                    h.update(f.read_bytes())
+        else:
+            h.update(str(p).encode())
+    return h.hexdigest()[:16]
+
+
+def base_image():
+    tag = "localhost/dgxspark-sim-base:" + digest("bookworm", BASE_PACKAGES)
+    if image_exists(tag):
+        return tag
+    root = CACHE / "rootfs-build"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    log(f"debootstrap bookworm -> {tag} (about a minute)")
+    run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(root), MIRROR],
+        stdout=subprocess.DEVNULL)
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    run(PODMAN + ["import", "-", tag], stdin=tar.stdout, stdout=subprocess.DEVNULL)
+    tar.wait()
+    shutil.rmtree(root, ignore_errors=True)
+    return tag
+
+
+def build(context, name, base, extra_args=()):
+    tag = f"localhost/{name}:" + digest(base, context)
+    if image_exists(tag):
+        return tag
+    log(f"building {tag}")
+    run(PODMAN + ["build", "--quiet", *ULIMITS, "--network", "host", "--build-arg", f"BASE={base}",
+                  *extra_args, "-t", tag, str(context)])
+    return tag
+
+
+def serving_image(base):
+    """The nested serving test image (real Ray, stand-in engine), as a docker archive."""
+    ca = SIM_DIR / "serving" / "ca-certificates.crt"
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", ca)
+    tag = build(SIM_DIR / "serving", "dgxspark-sim-serving", base)
+    archive = IMAGE_DIR / f"serving-{tag.rsplit(':', 1)[1]}.tar"
+    if not archive.exists():
+        IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+        log(f"saving {tag} to {archive}")
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        # Saved under a stable name: the inventory refers to the image by it.
+        run(PODMAN + ["tag", tag, "localhost/dgxspark-sim-serving:latest"])
+        run(PODMAN + ["save", "--format", "docker-archive", "-o", str(partial),
+                      "localhost/dgxspark-sim-serving:latest"], stdout=subprocess.DEVNULL)
+        partial.rename(archive)
+    return archive
+
+
+def cmd_build(_args=None):
+    """Build (or find cached) node image and serving archive; return both."""
+    base = base_image()
+    node = build(SIM_DIR / "node", "dgxspark-sim-node", base)
+    archive = serving_image(base)
+    if not SSH_KEY.exists():
+        SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dgxspark-sim", "-f", str(SSH_KEY)])
+    return node, archive
+
+
+def clusters():
+    return yaml.safe_load((SIM_DIR / "clusters.yml").read_text())
+
+
+def layout(cluster, nodes):
+    """Names and static addresses of a cluster's nodes."""
+    index = clusters()[cluster]
+    names = ["spark-head"] + [f"spark-worker-{i}" for i in range(1, nodes)]
+    return index, [
+        {"name": n, "container": f"{cluster}-{n}",
+         "mgmt_ip": f"10.231.{index}.{10 + i}", "fabric_ip": f"10.231.{index + 100}.{10 + i}"}
+        for i, n in enumerate(names)
+    ]
+
+
+def ensure_network(name, subnet, mtu=None):
+    if run(PODMAN + ["network", "exists", name], check=False).returncode == 0:
+        return
+    opts = ["--opt", f"mtu={mtu}"] if mtu else []
+    run(PODMAN + ["network", "create", "--subnet", subnet, *opts, name], capture=True)
+
+
+def node_exec(container, *cmd, check=True):
+    return run(PODMAN + ["exec", container, *cmd], check=check, capture=True)
+
+
+def start_node(cluster, node, image, archive, gpu_state):
+    c = node["container"]
+    run(PODMAN + ["rm", "-f", "-t", "0", c], check=False, capture=True)
+    run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
+                  "--systemd=always", *ULIMITS,
+                  "-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup:rw",
+                  "-v", f"{c}-containers:/var/lib/containers",
+                  # The serving test image as an archive on each node, where a user's
+                  # own image archive would be (the image role's `load` source).
+                  "-v", f"{archive}:{SERVING_ARCHIVE}:ro",
+                  "--network", f"{cluster}-mgmt:ip={node['mgmt_ip']}",
+                  # The second interface stands in for the ConnectX-7 port, under its DGX name.
+                  "--network", f"{cluster}-fabric:ip={node['fabric_ip']},interface_name={FABRIC_IFACE}",
+                  "--label", f"dgxspark-sim={cluster}", image, "/sbin/init"], capture=True)
+    node_exec(c, "mkdir", "-p", "/etc/dgxspark-sim")
+    for src, dest in STANDINS.items():
+        path = SIM_DIR / "standins" / src
+        if path.exists():
+            run(PODMAN + ["cp", str(path), f"{c}:{dest}"])
+            node_exec(c, "chmod", "0755", dest)
+    scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE}
+    node_exec(c, "sh", "-c", f"cat > /etc/dgxspark-sim/scenario.json <<'EOF'\n{json.dumps(scenario)}\nEOF")
+    pub = SSH_KEY.with_suffix(".pub").read_text()
+    node_exec(c, "sh", "-c", f"echo '{pub.strip()}' > /home/spark/.ssh/authorized_keys && "
+                             "chown spark:spark /home/spark/.ssh/authorized_keys && "
+                             "chmod 600 /home/spark/.ssh/authorized_keys")
+    return c
+
+
+def wait_ssh(node, timeout=90):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        res = run(["ssh", "-i", str(SSH_KEY), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+                   "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                   "-o", "LogLevel=ERROR", f"spark@{node['mgmt_ip']}", "true"], check=False, capture=True)
+        if res.returncode == 0:
+            return
+        time.sleep(1)
+    raise SystemExit(f"[sim] {node['name']} ({node['mgmt_ip']}): sshd did not answer in {timeout}s")
+
+
+def cmd_up(args):
+    image, archive = cmd_build()
+    index, nodes = layout(args.cluster, args.nodes)
+    ensure_network(f"{args.cluster}-mgmt", f"10.231.{index}.0/24")
+    ensure_network(f"{args.cluster}-fabric", f"10.231.{index + 100}.0/24", mtu=9000)
+    gpu = dict(kv.split("=", 1) for kv in args.gpu)
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+        list(pool.map(lambda n: start_node(args.cluster, n, image, archive, gpu.get(n["name"], "healthy")), nodes))
+        list(pool.map(wait_ssh, nodes))
+    log(f"cluster {args.cluster}: {len(nodes)} nodes up in {time.time() - t0:.1f}s")
+    for n in nodes:
+        print(f"{n['name']}\tmgmt {n['mgmt_ip']}\tfabric {n['fabric_ip']}")
+
+
+def cluster_containers(cluster):
+    res = run(PODMAN + ["ps", "-a", "--filter", f"label=dgxspark-sim={cluster}", "--format", "{{.Names}}"],
+              capture=True)
+    return res.stdout.split()
+
+
+def cmd_down(args):
+    names = cluster_containers(args.cluster)
+    if names:
+        run(PODMAN + ["rm", "-f", "-t", "0", *names], capture=True)
+        run(PODMAN + ["volume", "rm", "-f", *[f"{n}-containers" for n in names]], check=False, capture=True)
+    for net in ("mgmt", "fabric"):
+        run(PODMAN + ["network", "rm", "-f", f"{args.cluster}-{net}"], check=False, capture=True)
+    log(f"cluster {args.cluster}: removed {len(names)} nodes")
+
+
+def cmd_status(args):
+    for n in cluster_containers(args.cluster):
+        state = run(PODMAN + ["inspect", "-f", "{{.State.Status}}", n], capture=True).stdout.strip()
+        print(f"{n}\t{state}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build")
+    for name in ("up", "down", "status"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--cluster", default="pair", choices=sorted(clusters()))
+        if name == "up":
+            sp.add_argument("--nodes", type=int, default=2)
+            sp.add_argument("--gpu", action="append", default=[], metavar="NODE=STATE",
+                            help="stand-in GPU state of a node: healthy, idle, throttled, wedged")
+    args = p.parse_args()
+    {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
