@@ -9,8 +9,6 @@ import re
 
 _DRIVER = re.compile(r"Driver Version:\s*([0-9.]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([0-9.]+)")
-# "|   0  NVIDIA H200                    On  |   00000000:00:06.0 Off |" (first row of each GPU)
-_GPU_ROW = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|\s+[0-9A-Fa-f]{4,}:", re.M)
 # "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)"
 _PORT = re.compile(r"^(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)\s+\((\w+)\)", re.M)
 # "2: enp1s0f1np1    inet 10.231.108.10/24 brd ... scope global enp1s0f1np1"
@@ -18,15 +16,23 @@ _INET = re.compile(r"\binet\s+(\d{1,3}(?:\.\d{1,3}){3})/(\d{1,2})")
 
 
 def parse_nvidia_smi(text):
-    """Driver version, CUDA version and GPU names from plain `nvidia-smi` output."""
+    """Driver and CUDA versions from the header of plain `nvidia-smi` output."""
     driver = _DRIVER.search(text)
     cuda = _CUDA.search(text)
-    gpus = [{"index": int(m.group(1)), "name": m.group(2).strip()} for m in _GPU_ROW.finditer(text)]
     return {
         "driver_version": driver.group(1) if driver else None,
         "cuda_version": cuda.group(1) if cuda else None,
-        "gpus": gpus,
     }
+
+
+def parse_gpu_query(text):
+    """GPUs from `nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader`."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and fields[0].isdigit():
+            gpus.append({"index": int(fields[0]), "name": fields[1], "driver_version": fields[2]})
+    return gpus
 
 
 def parse_ibdev2netdev(text):

@@ -88,7 +88,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils._node_info import (
-    parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi)
+    parse_gpu_query, parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi)
 
 
 def _read(path):
@@ -124,7 +124,18 @@ def main():
     errors = []
 
     meminfo = parse_meminfo(_read("/proc/meminfo") or "")
-    smi = _run(module, module.params["nvidia_smi"], [], errors)
+    gpu = None
+    query = _run(module, module.params["nvidia_smi"], ["--query-gpu=index,name,driver_version", "--format=csv,noheader"], errors)
+    if query is not None:
+        gpus = parse_gpu_query(query)
+        # The CUDA version the driver supports is only in the plain output's header.
+        header = parse_nvidia_smi(_run(module, module.params["nvidia_smi"], [], errors) or "")
+        drivers = sorted({g["driver_version"] for g in gpus})
+        gpu = {
+            "driver_version": drivers[0] if len(drivers) == 1 else header["driver_version"],
+            "cuda_version": header["cuda_version"],
+            "gpus": [{"index": g["index"], "name": g["name"]} for g in gpus],
+        }
     ports = _run(module, module.params["ibdev2netdev"], [], errors)
 
     sysfs = os.path.join("/sys/class/net", iface)
@@ -141,7 +152,7 @@ def main():
         "user": pwd.getpwuid(os.getuid()).pw_name,
         "mem_total_bytes": meminfo.get("MemTotal"),
         "mem_available_bytes": meminfo.get("MemAvailable"),
-        "gpu": parse_nvidia_smi(smi) if smi is not None else None,
+        "gpu": gpu,
         "rdma_ports": parse_ibdev2netdev(ports) if ports is not None else [],
         "fabric": fabric,
         "errors": errors,
