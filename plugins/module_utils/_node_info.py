@@ -37,8 +37,8 @@ def parse_gpu_query(text):
 
 def parse_ibdev2netdev(text):
     """RDMA ports and their netdevs from `ibdev2netdev` output."""
-    return [{"device": m.group(1), "port": int(m.group(2)), "netdev": m.group(3), "state": m.group(4)}
-            for m in _PORT.finditer(text)]
+    return [{"device": m.group(1), "port": int(m.group(2)), "netdev": m.group(3), "state": m.group(4),
+             "line": m.group(0)} for m in _PORT.finditer(text)]
 
 
 def parse_ipv4(text):

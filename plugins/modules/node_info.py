@@ -70,7 +70,7 @@ node_info:
       type: dict
       sample: {driver_version: "580.95.05", cuda_version: "13.0", gpus: [{index: 0, name: NVIDIA GB10}]}
     rdma_ports:
-      description: Ports listed by C(ibdev2netdev) (device, port, netdev, state).
+      description: Ports listed by C(ibdev2netdev) (device, port, netdev, state, and the line as printed).
       type: list
       elements: dict
     fabric:

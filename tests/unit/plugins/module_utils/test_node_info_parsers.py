@@ -34,7 +34,8 @@ def test_gpu_query_several_and_noise():
 def test_ibdev2netdev():
     ports = parse_ibdev2netdev(fixture("ibdev2netdev-spark.txt"))
     assert len(ports) == 4
-    assert ports[1] == {"device": "rocep1s0f1", "port": 1, "netdev": "enp1s0f1np1", "state": "Up"}
+    assert ports[1] == {"device": "rocep1s0f1", "port": 1, "netdev": "enp1s0f1np1", "state": "Up",
+                        "line": "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)"}
     assert [p["netdev"] for p in ports if p["state"] == "Up"] == ["enp1s0f1np1", "enP2p1s0f1np1"]
 
 
