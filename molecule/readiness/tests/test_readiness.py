@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import re
-import shlex
 import subprocess
 import time
 
@@ -43,8 +42,9 @@ def node(name):
 
 
 def sudo(name, cmd):
-    out = node(name).run(f"sudo sh -c {shlex.quote(cmd)}")
-    assert out.rc == 0, f"{name}: {cmd}: {out.stderr}"
+    """Run a command as root on a sim node from the harness side (setup, teardown, snapshots)."""
+    out = subprocess.run(PODMAN + ["exec", f"{CLUSTER}-{name}", "sh", "-c", cmd], capture_output=True, text=True)
+    assert out.returncode == 0, f"{name}: {cmd}: {out.stderr}"
     return out.stdout
 
 
