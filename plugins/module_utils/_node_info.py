@@ -50,7 +50,7 @@ def parse_meminfo(text):
     """/proc/meminfo as bytes per field (fields given in kB)."""
     result = {}
     for line in text.splitlines():
-        name, _, rest = line.partition(":")
+        name, _sep, rest = line.partition(":")
         fields = rest.split()
         if fields and fields[0].isdigit():
             result[name.strip()] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)

@@ -29,13 +29,16 @@ options:
     default: ibdev2netdev
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 author:
-  - dgxspark.vllm contributors
+  - dgxspark.vllm contributors (@dgxspark)
 """
 
 EXAMPLES = r"""

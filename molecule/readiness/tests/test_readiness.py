@@ -83,6 +83,38 @@ def test_display_manager_stopped_sshd_running(name):
     assert host.run("pgrep -f 'bytearray\\(256'").rc == 1
 
 
+def test_free_memory_short_fails_with_the_numbers():
+    # Already headless, so nothing to switch: the check alone decides.
+    rc, out = playbook("-e", "headless_gpu_memory_utilization=0.99")
+    assert rc != 0
+    assert re.search(r"spark-head: [0-9.]+ GiB free, but vLLM at gpu_memory_utilization 0\.99 needs 0\.99 x [0-9.]+ GiB "
+                     r"\+ 0\.5 GiB margin = [0-9.]+ GiB\.", out), out[-3000:]
+    assert set(recap_changed(out).values()) == {0}
+
+
+def test_drop_caches_tasks_run_alone(tmp_path):
+    play = tmp_path / "drop.yml"
+    play.write_text("""- name: Drop caches as the serving role does
+  hosts: spark
+  gather_facts: false
+  tasks:
+    - name: Drop the page cache
+      ansible.builtin.include_role:
+        name: dgxspark.vllm.headless
+        tasks_from: drop_caches.yml
+        apply:
+          tags: [drop_caches]
+      tags: [drop_caches]
+""")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), str(play), "--tags", "drop_caches"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert out.count("after dropping the page cache") == 2, out[-3000:]
+    assert set(recap_changed(out).values()) == {0}
+
+
 # --- from a desktop again: check mode tells the truth, then the failures --------------
 
 @pytest.fixture(scope="module")
@@ -172,6 +204,8 @@ CASES = {
             r"The nodes disagree on the MTU of the fabric interface: spark-head=9000, spark-worker-1=1500\."),
     "port_down": ([], {WORKER: f"ip link set {IFACE} down"}, {WORKER: f"ip link set {IFACE} up"},
                   r"spark-worker-1: ibdev2netdev shows no Up port \(rocep1s0f1 port 1 ==> enp1s0f1np1 \(Down\)\)"),
+    "no_ipv4": ([], {WORKER: f"ip addr flush dev {IFACE}"}, {WORKER: f"ip addr add {WORKER_FABRIC_IP}/24 dev {IFACE}"},
+                r"spark-worker-1: enp1s0f1np1 has no IPv4 address\."),
     "fabric_silent": (["-e", "preflight_connect_timeout=3"],
                       {HEAD: f"ip route add blackhole {WORKER_FABRIC_IP}/32"},
                       {HEAD: f"ip route del blackhole {WORKER_FABRIC_IP}/32"},
