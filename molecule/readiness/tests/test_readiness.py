@@ -48,13 +48,14 @@ def sudo(name, cmd):
     return out.stdout
 
 
-def playbook(*args, inventory=INVENTORY, check=False):
+def playbook(*args, inventory=INVENTORY, check=False, fresh_connections=False):
     """Run the scenario's converge (preflight, then headless) as a user would; return rc and output."""
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default",
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"),
-               # Fresh SSH control sockets: a master to a stopped node would hang.
-               ANSIBLE_SSH_CONTROL_PATH_DIR=str(pathlib.Path(os.environ.get("TMPDIR", "/tmp"))
-                                                / f"readiness-cp-{time.monotonic_ns()}"))
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    if fresh_connections:
+        # New SSH control sockets: a master to a stopped node would hang.
+        env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = str(pathlib.Path(os.environ.get("TMPDIR", "/tmp"))
+                                                  / f"readiness-cp-{time.monotonic_ns()}")
     cmd = ["ansible-playbook", "-i", str(inventory), str(SCENARIO / "converge.yml"), *args]
     if check:
         cmd += ["--check", "--diff"]
@@ -249,9 +250,11 @@ def test_down_node_stops_the_run_naming_it(desktop):
     container = f"{CLUSTER}-{WORKER}"
     subprocess.run(PODMAN + ["stop", "-t", "0", container], check=True, capture_output=True)
     try:
-        rc, out = playbook("-e", "preflight_connect_timeout=3")
+        rc, out = playbook("-e", "preflight_connect_timeout=3", fresh_connections=True)
     finally:
         subprocess.run(PODMAN + ["start", container], check=True, capture_output=True)
+        # The restarted sim container has a new MAC; a real node keeps its own.
+        sudo(HEAD, f"ip neigh flush dev {IFACE}")
         wait_for_ssh(WORKER)
     assert rc != 0, out[-3000:]
     assert re.search(r"Not reachable over SSH from this machine: spark-worker-1 \(", out), out[-3000:]
@@ -270,3 +273,16 @@ def wait_for_ssh(name, timeout=90):
         if time.monotonic() > deadline:
             raise AssertionError(f"{name} did not answer over SSH {timeout}s after podman start")
         time.sleep(1)
+
+
+def test_after_node_trust_preflight_checks_the_login_strictly(desktop):
+    """Once node_trust has set up the head's key, preflight logs in with it (BatchMode, strict host keys)."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / "site.yml"),
+                          "--tags", "node_trust"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    login = out.split("the head logs in to each worker non-interactively (BatchMode)", 1)[1].split("TASK [", 1)[0]
+    assert "ok: [spark-head] => (item=spark-worker-1)" in login, login
+    assert "is not on spark-head yet" not in out
