@@ -179,7 +179,22 @@ BAD_INVENTORIES = {
           hosts:
             spark-worker-1: {{ansible_host: 10.231.8.11}}
 """,
+    "admin_user": f"""all:
+  children:
+    spark:
+      children:
+        spark_head:
+          hosts:
+            {HEAD_LINE}
+        spark_workers:
+          hosts:
+            spark-worker-1: {{ansible_host: 10.231.8.11, spark_fabric_ip: 10.231.108.11, ansible_user: sparkadmin}}
+""",
 }
+
+# A second admin on the worker, reachable with the sim key, for the admin_user case.
+ADD_ADMIN = ("useradd --create-home --shell /bin/bash sparkadmin && install -d -m 0700 -o sparkadmin /home/sparkadmin/.ssh && "
+             "install -m 0600 -o sparkadmin /home/spark/.ssh/authorized_keys /home/sparkadmin/.ssh/authorized_keys")
 
 
 def overrides(**args):
@@ -191,6 +206,8 @@ CASES = {
     "two_heads": ([], {}, {}, r"exactly one host in group 'spark_head', it has 2 \(spark-head, spark-worker-1\)"),
     "no_worker": ([], {}, {}, r"one or more hosts in group 'spark_workers', apart from the head; it has 0"),
     "no_fabric_ip": ([], {}, {}, r"No valid fabric address \(spark_fabric_ip\) for: spark-worker-1\."),
+    "admin_user": ([], {WORKER: ADD_ADMIN}, {WORKER: "userdel --force --remove sparkadmin"},
+                   r"The nodes disagree on the admin user: spark-head=spark, spark-worker-1=sparkadmin\."),
     "layout": (overrides(**{"tensor-parallel-size": 4}), {}, {},
                r"tensor-parallel-size 4 x pipeline-parallel-size 1 must equal the GPUs across the nodes: 2 node"),
     "util": (overrides(**{"gpu-memory-utilization": 1.5}), {}, {},
