@@ -207,7 +207,7 @@ def normalize_id(image_id):
 
 
 def human(n):
-    return "%.1f GB" % (n / 1e9)
+    return "%.2f GB" % (n / 1e9)
 
 
 def probe_command(cli, ref, storage_path, compress):
