@@ -19,7 +19,7 @@ description:
   - A transfer cut midway makes C(load) fail on a truncated stream, so the worker keeps no new tag (or its previous
     image); the next run sees the differing ID and transfers again.
 author:
-  - dgxspark.vllm contributors
+  - dgxspark.vllm contributors (@dgxspark)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -294,7 +294,7 @@ class Distributor:
         command = probe_command(self.cli, self.ref, self.module.params["storage_path"], self.module.params["compress"])
         argv = self.ssh_cmd(worker, command)
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.ssh["connect_timeout"] + 60)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False, timeout=self.ssh["connect_timeout"] + 60)
         except subprocess.TimeoutExpired:
             return {"ssh_error": "no answer within %ds" % (self.ssh["connect_timeout"] + 60)}
         out = proc.stdout.decode("utf-8", "replace")
