@@ -112,7 +112,11 @@ def active_reasons(reasons, ignored=DEFAULT_IGNORED_REASONS):
 
 def _median(values):
     values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+    if not values:
+        return None
+    middle = statistics.median(values)
+    # An even count averages two readings: 611.0 reads 611, 1492.5 stays.
+    return int(middle) if float(middle).is_integer() else round(middle, 2)
 
 
 def classify(samples, reasons_seen, min_clock_mhz=1200, busy_util_pct=50, pinned_spread_mhz=15,

@@ -159,3 +159,12 @@ def test_h200_real_idle_before_the_load_is_idle():
 def test_h200_query_with_header_under_load_matches_the_noheader_form():
     (row,) = smi.parse_query_csv(text("h200/smi_query_load_header.csv"))
     assert row["clocks.current.sm"] == 1485 and row["power.draw"] == 693.2 and row["memory.used"] == 883
+
+
+def test_an_even_number_of_samples_keeps_whole_clocks_whole():
+    rows, _ = gb10("wedged_load")
+    verdict = smi.classify(rows[:4], set())
+    assert verdict["sm_clock_mhz"] == 611 and isinstance(verdict["sm_clock_mhz"], int)
+    assert "pinned at 611 MHz" in verdict["why"]
+    rows = [dict(rows[0], **{"clocks.sm": c, "utilization.gpu": 99, "power.draw": 60}) for c in (2400, 2405)]
+    assert smi.classify(rows, set())["sm_clock_mhz"] == 2402.5
