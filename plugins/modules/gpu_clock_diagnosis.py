@@ -205,12 +205,11 @@ summary:
 """
 
 import os
-import signal
-import subprocess
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _background as background
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _nvidia_smi as smi
 
 
@@ -254,25 +253,6 @@ class Diagnosis:
         return all((row.get("utilization.gpu") or 0) >= self.params["busy_util_pct"] for row in rows)
 
 
-def _tail(handle, lines=20):
-    handle.seek(0)
-    return "\n".join(handle.read().decode("utf-8", "replace").splitlines()[-lines:])
-
-
-def _stop(proc):
-    """Terminate the load's whole process group (a container CLI forwards the signal), then kill."""
-    if proc.poll() is not None:
-        return proc.returncode
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        return proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
-    except ProcessLookupError:
-        return proc.wait()
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -307,8 +287,7 @@ def main():
             started = time.time()
             try:
                 # A background process (sampled while it runs), which run_command cannot give.
-                proc = subprocess.Popen(p["load_command"], stdout=output, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc = background.start(p["load_command"], output=output)
             except OSError as exc:
                 module.fail_json(msg="could not start the load command %s: %s" % (p["load_command"][0], exc))
             load["ran"] = True
@@ -320,7 +299,7 @@ def main():
                 time.sleep(min(p["interval"], 1.0))
             if proc.poll() is not None and proc.returncode != 0:
                 module.fail_json(msg="the load command exited with rc %s before the GPUs were sampled under load; its output:\n%s"
-                                 % (proc.returncode, _tail(output)), load=dict(load, rc=proc.returncode, output_tail=_tail(output)))
+                                 % (proc.returncode, background.tail(output)), load=dict(load, rc=proc.returncode, output_tail=background.tail(output)))
         for number in range(p["samples"]):
             if number:
                 time.sleep(p["interval"])
@@ -335,8 +314,8 @@ def main():
                              load=load)
     finally:
         if proc is not None:
-            load["rc"] = _stop(proc)
-            load["output_tail"] = _tail(output)
+            load["rc"] = background.stop(proc)
+            load["output_tail"] = background.tail(output)
         output.close()
 
     gpus, summary = [], []
