@@ -58,7 +58,7 @@ EXAMPLES = r"""
       messages:
         - role: user
           content:
-            - {type: text, text: What shapes and words do you see?}
+            - {type: text, text: "What shapes and words do you see?"}
             - {type: image_url, image_url: {url: "data:image/png;base64,{{ picture.base64 }}"}}
 """
 
