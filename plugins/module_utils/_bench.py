@@ -138,6 +138,14 @@ class Client:
         with urllib.request.urlopen(self._request("/v1/models"), timeout=self.timeout) as response:
             return json.loads(response.read().decode("utf-8")).get("data") or []
 
+    def version(self):
+        """vLLM's /version, or 'unknown' where the server has none."""
+        try:
+            with urllib.request.urlopen(self._request("/version"), timeout=self.timeout) as response:
+                return str(json.loads(response.read().decode("utf-8")).get("version", "unknown"))
+        except Exception:  # pylint: disable=broad-except
+            return "unknown"
+
     def run(self, model, prompt, max_tokens, ignore_eos=True):
         request = self._request("/v1/chat/completions", chat_body(model, prompt, max_tokens, ignore_eos))
         started = self.clock()

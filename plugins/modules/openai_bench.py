@@ -51,6 +51,16 @@ options:
     description: Seconds to wait for one request.
     type: int
     default: 600
+  expected:
+    description:
+      - Figures to compare the medians with, e.g. the recipe's C(expected) (C(decode_tok_s), C(prefill_tok_s)).
+      - The module itself never fails on them; RV(comparison) says which clear O(min_ratio).
+    type: dict
+    default: {}
+  min_ratio:
+    description: Lowest acceptable measured/expected ratio for RV(comparison).
+    type: float
+    default: 0.8
 attributes:
   check_mode:
     support: full
@@ -95,6 +105,16 @@ median:
   returned: always
   type: dict
   sample: {decode_tok_s: 36.3, prefill_tok_s: 1001.5, ttft_s: 1.01, completion_tokens: 32, prompt_tokens: 1012}
+comparison:
+  description: Per expected figure, the median measured, the expected value, their ratio and whether it clears O(min_ratio).
+  returned: always
+  type: dict
+  sample: {decode_tok_s: {measured: 20.1, expected: 36.3, ratio: 0.554, ok: false}}
+server_version:
+  description: What C(/version) reports (vLLM's version), or C(unknown).
+  returned: always
+  type: str
+  sample: 0.33.0
 """
 
 import traceback
@@ -115,6 +135,8 @@ def main():
             prompt=dict(type="str", required=True),
             ignore_eos=dict(type="bool", default=True),
             timeout=dict(type="int", default=600),
+            expected=dict(type="dict", default={}),
+            min_ratio=dict(type="float", default=0.8),
         ),
         supports_check_mode=True,
     )
@@ -141,8 +163,10 @@ def main():
     except Exception as exc:  # pylint: disable=broad-except
         module.fail_json(msg=f"benchmark request {len(runs) + 1} to {p['url']} failed: {exc}",
                          runs=runs, exception=traceback.format_exc())
+    median = _bench.summarize(runs)
     module.exit_json(changed=False, model=model, owned_by=str(entry.get("owned_by", "")),
-                     runs=runs, median=_bench.summarize(runs))
+                     server_version=client.version(), runs=runs, median=median,
+                     comparison=_bench.compare(median, p["expected"], p["min_ratio"]))
 
 
 if __name__ == "__main__":
