@@ -104,3 +104,21 @@ def test_check_mode_reports_the_copy_and_changes_nothing():
     assert not worker.file(folder(model)).exists
     rc, out = converge()
     assert rc == 0, out
+
+
+def test_diagnose_reports_every_node_and_the_models(tmp_path):
+    res = subprocess.run(["ansible-playbook", "-i", INVENTORY, f"{SCENARIO}/../../playbooks/diagnose.yml",
+                          "-e", f"diagnose_report_dir={tmp_path}"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout[-3000:]
+    report = json.loads(next(tmp_path.glob("diagnose-*.json")).read_text())
+    assert set(report["nodes"]) == set(NODES)
+    for name in NODES:
+        sections = {s["name"]: s for s in report["nodes"][name]["sections"]}
+        assert report["nodes"][name]["reachable"]
+        models = sections["Models in the Hugging Face cache"]
+        assert models["rc"] == 0
+        for model in MODELS:
+            assert f"models--{model.replace('/', '--')} " in models["output"]
+        assert "INCOMPLETE" not in models["output"]
+        assert "10.231.111." in sections["Fabric interface"]["output"]
+    assert (tmp_path / next(tmp_path.glob("diagnose-*.json")).name.replace(".json", ".md")).exists()
