@@ -83,7 +83,7 @@ class Canvas:
     def __init__(self, width, height, background=WHITE):
         self.width = width
         self.height = height
-        self.rows = [bytearray(bytes(background) * width) for _ in range(height)]
+        self.rows = [bytearray(bytes(background) * width) for _row in range(height)]
 
     def pixel(self, x, y):
         row = self.rows[y]

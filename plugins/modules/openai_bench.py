@@ -63,14 +63,17 @@ options:
     default: 0.8
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads from the endpoint, so it measures in check mode too.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 author:
-  - dgxspark.vllm contributors
+  - dgxspark.vllm contributors (@dgxspark)
 """
 
 EXAMPLES = r"""
@@ -131,7 +134,7 @@ def main():
             model=dict(type="str"),
             runs=dict(type="int", default=5),
             warmup=dict(type="int", default=1),
-            max_tokens=dict(type="int", default=32),
+            max_tokens=dict(type="int", default=32, no_log=False),
             prompt=dict(type="str", required=True),
             ignore_eos=dict(type="bool", default=True),
             timeout=dict(type="int", default=600),

@@ -31,15 +31,18 @@ options:
     default: "0644"
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports whether O(dest) would be written without writing it.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
     details: The content is a binary picture.
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 author:
-  - dgxspark.vllm contributors
+  - dgxspark.vllm contributors (@dgxspark)
 """
 
 EXAMPLES = r"""
