@@ -122,3 +122,21 @@ def test_diagnose_reports_every_node_and_the_models(tmp_path):
         assert "INCOMPLETE" not in models["output"]
         assert "10.231.111." in sections["Fabric interface"]["output"]
     assert (tmp_path / next(tmp_path.glob("diagnose-*.json")).name.replace(".json", ".md")).exists()
+
+
+def test_hub_download_failure_is_named_and_the_token_never_shown():
+    """The sim's serving image has no huggingface_hub: the download must fail with the reason, token unseen."""
+    head = node("spark-head")
+    model = MODELS[1]
+    image = "localhost/dgxspark-sim-serving:latest"
+    if head.run(f"sudo docker image exists {image}").rc != 0:
+        head.check_output("sudo docker load -q -i /srv/dgxspark-sim/serving-image.tar")
+    head.run(f"rm -rf {folder(model)}")
+    secret = "hf_TESTTOKEN0123456789"
+    rc, out = converge("-vvv", "-e", "models_source=hub", "-e", f"models_image={image}", "-e", f"models_hf_token={secret}")
+    assert rc != 0
+    assert f"downloading {model} on spark-head with {image} failed" in out, out[-3000:]
+    assert "huggingface_hub" in out
+    assert secret not in out
+    rc, out = converge()
+    assert rc == 0, out
