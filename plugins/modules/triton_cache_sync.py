@@ -369,7 +369,7 @@ def rsync_cmd(params, node, push, tmp):
 
 def run_rsync(node, argv, files):
     res = subprocess.run(argv, input="\0".join(files), capture_output=True, text=True, check=False)
-    if res.returncode == 255 or (res.returncode == 12 and "connection unexpectedly closed" in res.stderr and "ssh:" in res.stderr):
+    if res.returncode == 255:
         raise DestError(ssh_failure(node, res.stderr))
     if res.returncode != 0:
         err = res.stderr.strip()
