@@ -369,14 +369,17 @@ def rsync_cmd(params, node, push, tmp):
 
 def run_rsync(node, argv, files):
     res = subprocess.run(argv, input="\0".join(files), capture_output=True, text=True, check=False)
-    if res.returncode == 255:
-        raise DestError(ssh_failure(node, res.stderr))
+    ssh_said = [x for x in res.stderr.splitlines() if x.startswith("ssh:") or "Host key verification" in x or "(publickey" in x]
+    if res.returncode == 255 and ssh_said:
+        raise DestError(ssh_failure(node, "\n".join(ssh_said)))
     if res.returncode != 0:
         err = res.stderr.strip()
         hint = ""
         if "Permission denied" in err:
             hint = (" Some files or dirs there are not writable by the login user (written by root from the serving container?):"
                     " set become: true (passwordless sudo there), or chown the tree to that user.")
+        if not hint and res.returncode in (12, 20, 255):
+            hint = " The transfer was interrupted; nothing partial is under a final name there. Run again to finish it."
         raise DestError("%s: rsync failed (rc %d): %s.%s" % (node.name, res.returncode, err[-600:], hint))
 
 
