@@ -26,7 +26,6 @@ import os
 import pwd
 import grp
 import shutil
-import stat
 import sys
 
 # SHA-256: OpenSSL runs it on the CPU's SHA instructions (SHA-NI on x86, the
@@ -36,6 +35,10 @@ HASH_NAME = "sha256"
 # rsync's scratch dir on the receiving side; excluded from every manifest and
 # removed after each transfer, so a killed transfer leaves nothing under a final name.
 TMP_DIR = ".dgxspark-sync.tmp"
+# Optional digest cache of a node (verify=content with digest_cache): a file is
+# hashed again only when its inode, size, mtime or ctime changed. Writing a file
+# changes its ctime, even when mtime is put back, so the byte flip is still seen.
+CACHE_FILE = ".dgxspark-sync.digests"
 # A Triton kernel is usable when its metadata and its binary sit in one <hash>/ dir.
 KERNEL_BINARY_SUFFIXES = (".cubin", ".hsaco", ".spv")
 _CHUNK = 1 << 20
@@ -58,7 +61,7 @@ def scan(root, excludes=()):
     Returns a manifest without digests plus the lists ``unreadable`` (files or
     dirs the current user cannot read) and ``unwritable`` (dirs it cannot write).
     """
-    files, links, dirs, unreadable, unwritable = {}, {}, [], [], []
+    files, links, dirs, unreadable, unwritable, keys = {}, {}, [], [], [], {}
     excludes = tuple(excludes or ())
     stack = [""]
     while stack:
@@ -73,7 +76,7 @@ def scan(root, excludes=()):
             continue
         for entry in entries:
             rel = rel_dir + "/" + entry.name if rel_dir else entry.name
-            if rel == TMP_DIR or _excluded(rel, entry.name, excludes):
+            if rel == TMP_DIR or rel.startswith(CACHE_FILE) or _excluded(rel, entry.name, excludes):
                 continue
             if entry.is_symlink():
                 links[rel] = os.readlink(entry.path)
@@ -83,19 +86,21 @@ def scan(root, excludes=()):
             elif entry.is_file():
                 st = entry.stat()
                 files[rel] = [st.st_size, st.st_mtime_ns, None]
+                keys[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
                 if not os.access(entry.path, os.R_OK):
                     unreadable.append(rel)
     dirs.sort()
-    return {"root": root, "files": files, "links": links, "dirs": dirs,
+    return {"root": root, "files": files, "links": links, "dirs": dirs, "keys": keys,
             "unreadable": sorted(unreadable), "unwritable": sorted(unwritable)}
 
 
-def hash_file(path):
-    """Hex SHA-256 of one file, read in 1 MiB chunks (never whole into memory)."""
+def hash_file(path, buf=None):
+    """Hex SHA-256 of one file, streamed through ``buf`` (1 MiB; reused across files by a batch)."""
     h = hashlib.new(HASH_NAME)
-    with open(path, "rb", buffering=0) as f:
+    if buf is None:
         buf = bytearray(_CHUNK)
-        view = memoryview(buf)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
         while True:
             n = f.readinto(buf)
             if not n:
@@ -105,10 +110,11 @@ def hash_file(path):
 
 
 def _hash_batch(root, rels):
-    out = []
+    # One buffer per batch: allocating 1 MiB per small file would cost more than hashing it.
+    buf, out = bytearray(_CHUNK), []
     for rel in rels:
         try:
-            out.append((rel, hash_file(os.path.join(root, rel))))
+            out.append((rel, hash_file(os.path.join(root, rel), buf)))
         except OSError as exc:
             out.append((rel, "error:%s" % exc.strerror))
     return out
@@ -137,19 +143,62 @@ def hash_files(root, rels, workers=0):
     return result
 
 
-def build(root, excludes=(), hashing=True, workers=0):
-    """Scan ``root`` and hash every readable file once. A missing root is an empty tree."""
+def build(root, excludes=(), hashing=True, workers=0, cache=False, write_cache=True):
+    """Scan ``root`` and hash every readable file once. A missing root is an empty tree.
+
+    With ``cache``, digests of files whose (inode, size, mtime, ctime) did not
+    change since they were hashed come from the node's digest cache; ``hashed``
+    tells how many files were actually read.
+    """
     if not os.path.isdir(root):
-        return {"root": root, "exists": False, "files": {}, "links": {}, "dirs": [],
+        return {"root": root, "exists": False, "files": {}, "links": {}, "dirs": [], "keys": {}, "hashed": 0,
                 "unreadable": [], "unwritable": [] if _creatable(root) else [""]}
     man = scan(root, excludes)
     man["exists"] = True
+    man["hashed"] = 0
     if hashing:
         skip = set(man["unreadable"])
-        digests = hash_files(root, [r for r in man["files"] if r not in skip], workers)
-        for rel, digest in digests.items():
+        known = load_cache(root) if cache else {}
+        todo = []
+        for rel in man["files"]:
+            if rel in skip:
+                continue
+            hit = known.get(rel)
+            if hit is not None and hit[:4] == man["keys"][rel]:
+                man["files"][rel][2] = hit[4]
+            else:
+                todo.append(rel)
+        for rel, digest in hash_files(root, todo, workers).items():
             man["files"][rel][2] = digest
+        man["hashed"] = len(todo)
+        if cache and write_cache and (todo or len(known) != len(man["files"])):
+            save_cache(root, man)
     return man
+
+
+def load_cache(root):
+    try:
+        with open(os.path.join(root, CACHE_FILE), "r", encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_cache(root, man):
+    """Write the digest cache atomically; best effort (a read-only tree just has none)."""
+    data = {rel: man["keys"][rel] + [v[2]] for rel, v in man["files"].items()
+            if v[2] and not v[2].startswith("error:") and rel in man["keys"]}
+    tmp = os.path.join(root, CACHE_FILE + ".%d" % os.getpid())
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, os.path.join(root, CACHE_FILE))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _creatable(path):
@@ -295,7 +344,9 @@ def run_action(req):
     out = {"root": root}
     if action == "manifest":
         out["swept"] = sweep_tmp(root) if req.get("sweep") and os.path.isdir(root) else False
-        man = build(root, req.get("excludes", ()), req.get("hash", True), req.get("workers", 0))
+        man = build(root, req.get("excludes", ()), req.get("hash", True), req.get("workers", 0),
+                    cache=req.get("cache", False), write_cache=not req.get("check", False))
+        man.pop("keys", None)
         man["owner_mismatch"] = owner_mismatch(root, man, req.get("owner"), req.get("group"))
         out.update(man)
     elif action == "finish":
@@ -303,6 +354,17 @@ def run_action(req):
             remove(root, req["delete"], req.get("src_dirs", ()))
         out["swept"] = sweep_tmp(root)
         out["verified"] = hash_files(root, req.get("verify", ()), req.get("workers", 0))
+        if req.get("cache"):
+            # Record what was just verified, so the next run need not read it again.
+            man = scan(root, req.get("excludes", ()))
+            known = load_cache(root)
+            for rel, v in man["files"].items():
+                hit = known.get(rel)
+                if rel in out["verified"]:
+                    v[2] = out["verified"][rel]
+                elif hit is not None and hit[:4] == man["keys"][rel]:
+                    v[2] = hit[4]
+            save_cache(root, man)
         out["stat"] = {}
         for rel in req.get("verify", ()):
             try:
@@ -351,6 +413,3 @@ def source_text():
     with open(__file__, "r", encoding="utf-8") as f:
         return f.read()
 
-
-def is_file_stat(mode):
-    return stat.S_ISREG(mode)

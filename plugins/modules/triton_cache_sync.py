@@ -72,6 +72,14 @@ options:
     type: str
     choices: [content, none]
     default: content
+  digest_cache:
+    description:
+      - With I(verify=content), keep on each node a cache of digests (C(.dgxspark-sync.digests) in the tree) and hash again only the files
+        whose inode, size, mtime or ctime changed since. Writing a file changes its ctime even when its mtime is put back, so a byte
+        changed in place is still found; what it does not see is corruption below the filesystem (bit rot), which the default,
+        reading every file on every run, does.
+    type: bool
+    default: false
   required_kernels:
     description:
       - Triton kernel names that must be present afterwards on this node and every destination that synced.
@@ -184,6 +192,10 @@ bytes:
   description: Bytes in the source tree.
   returned: always
   type: int
+hashed:
+  description: Files read and hashed on the source in this run (all of them unless I(digest_cache) knew them).
+  returned: always
+  type: int
 hash:
   description: Name of the content hash.
   returned: always
@@ -218,6 +230,9 @@ dest:
       type: int
     verified_bytes:
       description: Their bytes.
+      type: int
+    hashed:
+      description: Files read and hashed on this destination in this run (before and after the transfer).
       type: int
     missing_kernels:
       description: Required kernels missing on this destination afterwards.
@@ -412,7 +427,7 @@ def sync_dest(module, node, src, dman):
     delete = cmp_["extra"] if p["delete"] else []
     res = {"path": node.root, "sent": send, "content_mismatch": cmp_["content_mismatch"], "deleted": delete,
            "fetched": node.fetched, "failed": False, "msg": "", "chowned": len(dman.get("owner_mismatch", [])),
-           "swept": dman.get("swept", False)}
+           "swept": dman.get("swept", False), "hashed": dman.get("hashed", 0)}
     res["changed"] = bool(send or delete or res["chowned"] or res["swept"])
     res["diff"] = {
         "before_header": "%s:%s" % (node.name, node.root), "after_header": "%s:%s" % (node.name, node.root),
@@ -436,7 +451,9 @@ def sync_dest(module, node, src, dman):
             run_rsync(node, rsync_cmd(p, node, True, tmp) + [src["root"] + "/", node.rsync_dest()], send)
         if send or delete or res["chowned"]:
             fin = node.request({"action": "finish", "verify": [r for r in send if r in src["files"]] if content else [],
-                                "delete": delete, "src_dirs": src["dirs"], "owner": p["owner"], "group": p["group"]})
+                                "delete": delete, "src_dirs": src["dirs"], "owner": p["owner"], "group": p["group"],
+                                "cache": content and p["digest_cache"]})
+            res["hashed"] += len(fin["verified"])
             bad = []
             for rel in (r for r in send if r in src["files"]):
                 got = fin["verified"].get(rel) if content else None
@@ -504,6 +521,7 @@ def main():
             dest_names=dict(type="list", elements="str", default=[]),
             mode=dict(type="str", choices=["push", "union"], default="push"),
             verify=dict(type="str", choices=["content", "none"], default="content"),
+            digest_cache=dict(type="bool", default=False),
             required_kernels=dict(type="list", elements="str", default=[]),
             on_missing_kernels=dict(type="str", choices=["fail", "warn"], default="fail"),
             delete=dict(type="bool", default=False),
@@ -559,13 +577,14 @@ def main():
 def run(module, src_root, src_name, nodes):
     p = module.params
     content = p["verify"] == "content"
-    req = {"action": "manifest", "hash": content, "sweep": not module.check_mode,
-           "owner": p["owner"], "group": p["group"]}
+    cache = content and p["digest_cache"]
+    req = {"action": "manifest", "hash": content, "sweep": not module.check_mode, "check": module.check_mode,
+           "cache": cache, "owner": p["owner"], "group": p["group"]}
     failures, mans = {}, {}
     # Destination manifests are built on the destinations while this node hashes its own tree.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
         futures = {pool.submit(node.request, req): node for node in nodes}
-        src = mf.build(src_root, p["exclude"], content, p["parallel"])
+        src = mf.build(src_root, p["exclude"], content, p["parallel"], cache=cache, write_cache=not module.check_mode)
         for fut, node in futures.items():
             try:
                 mans[node.name] = fut.result()
@@ -596,7 +615,7 @@ def run(module, src_root, src_name, nodes):
     for name, msg in failures.items():
         results[name] = {"failed": True, "msg": msg}
     empty = {"path": None, "sent": [], "content_mismatch": [], "deleted": [], "fetched": [],
-             "verified_files": 0, "verified_bytes": 0, "missing_kernels": []}
+             "verified_files": 0, "verified_bytes": 0, "hashed": 0, "missing_kernels": []}
     for node in nodes:
         merged = dict(empty, fetched=node.fetched)
         merged.update(results[node.name])
@@ -621,6 +640,7 @@ def run(module, src_root, src_name, nodes):
         r.pop("changed", None)
     nfiles, nbytes = mf.totals(src)
     out = dict(changed=changed, src=src_root, digest=mf.digest(src), files=nfiles, bytes=nbytes, hash=mf.HASH_NAME,
+               hashed=src.get("hashed", 0),
                dest=results, missing_kernels=missing, failed_dests=sorted(failures) + sorted(
                    n for n, r in results.items() if r["failed"] and n not in failures))
     if module._diff and diff:

@@ -48,7 +48,7 @@ def test_manifest_lists_and_hashes_every_file(cache):
 def test_manifest_hashes_each_file_exactly_once(cache, monkeypatch):
     calls = []
     real = mf.hash_file
-    monkeypatch.setattr(mf, "hash_file", lambda path: calls.append(path) or real(path))
+    monkeypatch.setattr(mf, "hash_file", lambda path, buf=None: calls.append(path) or real(path, buf))
     man = mf.build(str(cache), workers=4)
     assert len(calls) == len(man["files"]) == len(set(calls))
 
@@ -136,3 +136,27 @@ def test_bootstrap_runs_the_shipped_code_in_a_fresh_python(cache):
     remote = json.loads(out.stdout)
     assert remote["root"] == str(cache)
     assert remote["files"] == {k: list(v) for k, v in mf.build(str(cache))["files"].items()}
+
+
+def test_digest_cache_rehashes_only_what_changed_and_sees_the_flip(cache):
+    first = mf.build(str(cache), cache=True)
+    assert first["hashed"] == 75 and (cache / mf.CACHE_FILE).exists()
+    second = mf.build(str(cache), cache=True)
+    assert second["hashed"] == 0 and second["files"] == first["files"]
+    victim = sorted(cache.rglob("*.cubin"))[0]
+    st = victim.stat()
+    data = bytearray(victim.read_bytes())
+    data[3] ^= 0x10
+    victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back; ctime moves
+    third = mf.build(str(cache), cache=True)
+    rel = str(victim.relative_to(cache))
+    assert third["hashed"] == 1
+    assert third["files"][rel][2] == hashlib.sha256(bytes(data)).hexdigest() != first["files"][rel][2]
+    # The cache file is never part of the tree.
+    assert mf.CACHE_FILE not in third["files"]
+
+
+def test_digest_cache_is_not_written_in_check_mode(cache):
+    mf.build(str(cache), cache=True, write_cache=False)
+    assert not (cache / mf.CACHE_FILE).exists()

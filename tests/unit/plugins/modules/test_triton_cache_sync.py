@@ -191,3 +191,19 @@ def test_documentation_matches_argument_spec():
     for name in doc:
         assert '%s=dict(' % name in src, name
     assert json.dumps(sorted(doc))
+
+
+def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_path):
+    worker = tmp_path / "worker"
+    first = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    assert first.result["hashed"] == 75 and first.result["dest"][str(worker)]["hashed"] == 75
+    again = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    assert not again.result["changed"]
+    assert again.result["hashed"] == 0 and again.result["dest"][str(worker)]["hashed"] == 0
+    assert again.result["dest"][str(worker)]["verified_files"] == 75
+    victim = sorted(worker.rglob("*.ptx"))[0]
+    flip_byte_keep_stat(victim)
+    fixed = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    rel = str(victim.relative_to(worker))
+    assert fixed.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert tree(worker) == tree(head)
