@@ -263,7 +263,7 @@ def kernels(paths):
     """
     by_dir = {}
     for rel in paths:
-        head, _, name = rel.rpartition("/")
+        head, _sep, name = rel.rpartition("/")
         by_dir.setdefault(head, set()).add(name)
     found = set()
     for names in by_dir.values():
@@ -412,4 +412,3 @@ def source_text():
             return text
     with open(__file__, "r", encoding="utf-8") as f:
         return f.read()
-

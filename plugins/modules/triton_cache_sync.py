@@ -25,16 +25,17 @@ description:
   - General enough for any folder, since I(required_kernels) is optional, so roles use it to copy and verify other trees
     (e.g. Hugging Face model folders head to workers). The manifest code lives in C(plugins/module_utils/_manifest.py) for reuse.
 author:
-  - dgxspark.vllm contributors
+  - dgxspark.vllm contributors (@dgxspark)
 attributes:
   check_mode:
     support: full
-    details: Computes both manifests and reports what would be sent, deleted or fetched; changes nothing on any node.
+    description: Computes both manifests and reports what would be sent, deleted or fetched; changes nothing on any node.
   diff_mode:
     support: full
-    details: Lists, per destination, the files that would change (path, size, first digest characters) before and after.
+    description: Lists, per destination, the files that would change (path, size, first digest characters) before and after.
   idempotent:
     support: full
+    description: A second run with nothing changed on any node reports C(changed=false) and sends nothing.
 options:
   src:
     description:
