@@ -34,8 +34,10 @@ def node(name):
 
 
 def tree(name):
-    """sha256 of every file of the node's cache, as sha256sum prints them."""
-    out = node(name).check_output(f"cd {CACHE} && sudo find . -type f -print0 | sort -z | sudo xargs -0 sha256sum")
+    """sha256 of every file of the node's cache, as sha256sum prints them (not the module's own
+    digest cache, which records each node's inodes and so differs by design)."""
+    out = node(name).check_output(f"cd {CACHE} && sudo find . -type f ! -name '.dgxspark-sync.digests*' -print0 "
+                                  "| sort -z | sudo xargs -0 sha256sum")
     return out.splitlines()
 
 
