@@ -1,0 +1,210 @@
+"""triton_cache_sync end to end on local destinations (the SSH path runs in the molecule scenario)."""
+import json
+import os
+import pathlib
+import shutil
+import tarfile
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
+from ansible_collections.dgxspark.vllm.plugins.modules import triton_cache_sync
+
+FIXTURE = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "triton-cache-h200-triton3.6.tgz"
+
+
+class Exit(Exception):
+    def __init__(self, result, failed):
+        super().__init__(result.get("msg"))
+        self.result, self.failed = result, failed
+
+
+@pytest.fixture(autouse=True)
+def no_exit(monkeypatch):
+    def exit_json(self, **kw):
+        raise Exit(kw, False)
+
+    def fail_json(self, **kw):
+        raise Exit(kw, True)
+    from ansible.module_utils.basic import AnsibleModule
+    monkeypatch.setattr(AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(AnsibleModule, "fail_json", fail_json)
+
+
+def run(check=False, diff=False, **args):
+    args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
+    with patch_module_args(args):
+        with pytest.raises(Exit) as info:
+            triton_cache_sync.main()
+    return info.value
+
+
+@pytest.fixture()
+def head(tmp_path):
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "head"
+    root.mkdir()
+    (tmp_path / "tc").rename(root / "cache")
+    return root
+
+
+def tree(root):
+    man = mf.build(str(root))
+    return {r: (v[0], v[2]) for r, v in man["files"].items()}
+
+
+def flip_byte_keep_stat(path):
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_cold_sync_then_nothing_to_do(head, tmp_path):
+    worker = tmp_path / "worker"
+    first = run(src=str(head), dest=[str(worker)], dest_names=["spark-worker-1"])
+    assert not first.failed, first.result["msg"]
+    res = first.result["dest"]["spark-worker-1"]
+    assert first.result["changed"] and len(res["sent"]) == 75
+    assert res["verified_files"] == 75 and res["verified_bytes"] == first.result["bytes"]
+    assert tree(worker) == tree(head)
+    assert not (worker / mf.TMP_DIR).exists()
+    second = run(src=str(head), dest=[str(worker)], dest_names=["spark-worker-1"])
+    assert not second.result["changed"]
+    assert second.result["dest"]["spark-worker-1"]["sent"] == []
+    assert second.result["dest"]["spark-worker-1"]["verified_files"] == 75
+    assert second.result["digest"] == first.result["digest"]
+
+
+def test_check_mode_reports_and_touches_nothing(head, tmp_path):
+    worker = tmp_path / "worker"
+    out = run(check=True, diff=True, src=str(head), dest=[str(worker)])
+    assert out.result["changed"] and len(out.result["dest"][str(worker)]["sent"]) == 75
+    assert not worker.exists()
+    diff = out.result["diff"][0]
+    assert diff["before"] == "" and diff["after"].count("\n") == 75
+
+
+def test_flipped_byte_with_same_size_and_mtime_is_found_and_repaired(head, tmp_path):
+    worker = tmp_path / "worker"
+    shutil.copytree(head, worker)
+    victim = sorted(p for p in worker.rglob("*.cubin"))[0]
+    flip_byte_keep_stat(victim)
+    rel = str(victim.relative_to(worker))
+    check = run(check=True, src=str(head), dest=[str(worker)])
+    assert check.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    out = run(src=str(head), dest=[str(worker)])
+    assert out.result["changed"]
+    assert out.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert out.result["dest"][str(worker)]["sent"] == [rel]
+    assert tree(worker) == tree(head)
+    # verify=none is rsync -a's view: it cannot see the flip.
+    flip_byte_keep_stat(victim)
+    blind = run(src=str(head), dest=[str(worker)], verify="none")
+    assert not blind.result["changed"]
+
+
+def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path):
+    worker = tmp_path / "worker"
+    shutil.copytree(head, worker)
+    (worker / mf.TMP_DIR).mkdir()
+    (worker / mf.TMP_DIR / ".add_kernel.cubin.Xy12").write_bytes(b"\0" * 100)
+    out = run(src=str(head), dest=[str(worker)])
+    assert out.result["changed"] and not (worker / mf.TMP_DIR).exists()
+
+
+def test_delete_removes_what_the_source_lacks(head, tmp_path):
+    worker = tmp_path / "worker"
+    shutil.copytree(head, worker)
+    (worker / "cache" / "EXTRA").mkdir()
+    (worker / "cache" / "EXTRA" / "x.json").write_text("{}")
+    kept = run(src=str(head), dest=[str(worker)])
+    assert not kept.result["changed"] and (worker / "cache" / "EXTRA").exists()
+    out = run(src=str(head), dest=[str(worker)], delete=True)
+    assert out.result["dest"][str(worker)]["deleted"] == ["cache/EXTRA/x.json"]
+    assert not (worker / "cache" / "EXTRA").exists()
+    assert tree(worker) == tree(head)
+
+
+def test_union_gives_every_node_every_kernel(head, tmp_path):
+    w1, w2 = tmp_path / "w1", tmp_path / "w2"
+    w1.mkdir()
+    w2.mkdir()
+    only_w1 = w1 / "cache" / "W1HASH"
+    only_w1.mkdir(parents=True)
+    (only_w1 / "rejection_sample.json").write_text("{}")
+    (only_w1 / "rejection_sample.cubin").write_bytes(b"\x7fELF-standin")
+    out = run(src=str(head), dest=[str(w1), str(w2)], mode="union", required_kernels=["rejection_sample", "add_kernel"])
+    assert not out.failed, out.result["msg"]
+    assert out.result["dest"][str(w1)]["fetched"] == ["cache/W1HASH/rejection_sample.cubin", "cache/W1HASH/rejection_sample.json"]
+    assert tree(w1) == tree(head) == tree(w2)
+    assert out.result["missing_kernels"] == {}
+
+
+def test_missing_required_kernel_fails_naming_node_and_kernel(head, tmp_path):
+    worker = tmp_path / "worker"
+    out = run(src=str(head), src_name="spark-head", dest=[str(worker)], dest_names=["spark-worker-1"],
+              required_kernels=["add_kernel", "rejection_sample"])
+    assert out.failed
+    assert "spark-head lacks rejection_sample" in out.result["msg"]
+    assert "spark-worker-1 lacks rejection_sample" in out.result["msg"]
+    assert out.result["missing_kernels"] == {"spark-head": ["rejection_sample"], "spark-worker-1": ["rejection_sample"]}
+    # The sync itself still happened.
+    assert tree(worker) == tree(head)
+    warn = run(src=str(head), dest=[str(worker)], required_kernels=["rejection_sample"], on_missing_kernels="warn")
+    assert not warn.failed and warn.result["missing_kernels"]
+
+
+def test_unreachable_destination_fails_alone(head, tmp_path):
+    worker = tmp_path / "worker"
+    out = run(src=str(head), dest=[str(worker), "spark@127.0.0.1:/tmp/x"], dest_names=["good", "down"],
+              ssh_port=1, connect_timeout=2)
+    assert out.failed
+    assert out.result["failed_dests"] == ["down"]
+    assert "cannot reach spark@127.0.0.1 over SSH" in out.result["dest"]["down"]["msg"]
+    assert tree(worker) == tree(head)
+    assert out.result["dest"]["good"]["verified_files"] == 75
+
+
+def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkeypatch):
+    worker = tmp_path / "worker"
+    locked = str(sorted(head.rglob("*.cubin"))[0])
+    real_access = os.access
+    # As root nothing is unreadable: make one file look like a root-owned 0600 file to a plain user.
+    monkeypatch.setattr(mf.os, "access", lambda p, mode: False if (str(p) == locked and mode == os.R_OK) else real_access(p, mode))
+    out = run(src=str(head), dest=[str(worker)])
+    assert out.failed and "cannot be read" in out.result["msg"] and not worker.exists()
+
+
+def test_bad_input_is_refused():
+    assert "cannot be combined" in run(dest=["/x"], mode="union", delete=True).result["msg"]
+    assert "one name per dest" in run(dest=["/x", "/y"], dest_names=["a"]).result["msg"]
+    assert "expected host" in run(dest=["bad host name"]).result["msg"]
+
+
+def test_documentation_matches_argument_spec():
+    import yaml
+    doc = yaml.safe_load(triton_cache_sync.DOCUMENTATION)["options"]
+    src = pathlib.Path(triton_cache_sync.__file__).read_text()
+    for name in doc:
+        assert '%s=dict(' % name in src, name
+    assert json.dumps(sorted(doc))
+
+
+def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_path):
+    worker = tmp_path / "worker"
+    first = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    assert first.result["hashed"] == 75 and first.result["dest"][str(worker)]["hashed"] == 75
+    again = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    assert not again.result["changed"]
+    assert again.result["hashed"] == 0 and again.result["dest"][str(worker)]["hashed"] == 0
+    assert again.result["dest"][str(worker)]["verified_files"] == 75
+    victim = sorted(worker.rglob("*.ptx"))[0]
+    flip_byte_keep_stat(victim)
+    fixed = run(src=str(head), dest=[str(worker)], digest_cache=True)
+    rel = str(victim.relative_to(worker))
+    assert fixed.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert tree(worker) == tree(head)
