@@ -158,6 +158,21 @@ def test_strict_mode_fails_and_commits_nothing(tmp_path):
     assert HEAD.check_output("sudo docker ps -a --format '{{.Names}}' | grep -c '^dgxspark-mods-' || true") == "0"
 
 
+def test_check_mode_previews_the_patches_and_keeps_nothing(tmp_path):
+    before = derived_refs(HEAD)
+    preview = {"name": "preview_only", "module": "prometheus_fastapi_instrumentator.routing",
+               "old": "from starlette.types import Scope\n",
+               "new": "from starlette.types import Scope  # preview\n"}
+    rc, out = playbook(tmp_path, {"mods_extra_definitions": [preview]}, "--check", "--diff")
+    assert rc == 0, out[-3000:]
+    assert "would build localhost/dgxspark-mods-test:mods-" in out
+    assert "preview_only=applied" in out and f"{FIX}=applied" in out
+    assert "+from starlette.types import Scope  # preview" in out
+    assert derived_refs(HEAD) == before
+    assert HEAD.check_output("sudo docker ps -a --format '{{.Names}}' | grep -c '^dgxspark-mods-' || true") == "0"
+    assert HEAD.check_output("ls -d /tmp/dgxspark-mods.* 2>/dev/null | wc -l") == "0"
+
+
 def test_bad_definition_is_refused_before_any_node_changes(tmp_path):
     before = derived_refs(HEAD)
     rc, out = playbook(tmp_path, {"mods_extra_definitions": [{"name": "no target", "old": "a", "new": "b"}]})
