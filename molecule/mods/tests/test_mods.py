@@ -173,6 +173,15 @@ def test_check_mode_previews_the_patches_and_keeps_nothing(tmp_path):
     assert HEAD.check_output("ls -d /tmp/dgxspark-mods.* 2>/dev/null | wc -l") == "0"
 
 
+def test_missing_base_image_is_named_and_check_mode_waits_for_it(tmp_path):
+    rc, out = playbook(tmp_path, {"image_ref": "localhost/not-loaded:1"})
+    assert rc != 0
+    assert "mods: the base image localhost/not-loaded:1 is not on spark-head" in out
+    rc, out = playbook(tmp_path, {"image_ref": "localhost/not-loaded:1"}, "--check")
+    assert rc == 0, out[-3000:]
+    assert "would build a derived image of localhost/not-loaded:1 once it is on spark-head" in out
+
+
 def test_bad_definition_is_refused_before_any_node_changes(tmp_path):
     before = derived_refs(HEAD)
     rc, out = playbook(tmp_path, {"mods_extra_definitions": [{"name": "no target", "old": "a", "new": "b"}]})
