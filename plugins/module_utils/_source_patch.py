@@ -204,9 +204,11 @@ def _script(mod, target, check, strict):
 def patch(mod, check=False, strict=False):
     """Apply one mod definition; return its result dict (never raises on a bad target)."""
     problems = validate(mod)
+    if not isinstance(mod, dict):
+        return _result({}, FAILED, None, "; ".join(problems), strict=strict)
     strict = bool(mod.get("strict", strict))
     if problems:
-        return _result(mod if isinstance(mod, dict) else {}, FAILED, None, "; ".join(problems), strict=strict)
+        return _result(mod, FAILED, None, "; ".join(problems), strict=strict)
     cond = mod.get("not_needed") or {}
     version = distribution_version(cond["distribution"]) if cond.get("distribution") else None
     if mod.get("module"):

@@ -138,6 +138,13 @@ def test_invalid_definitions_are_named(pkg, bad, problem):
     assert pkg.read_text() == SOURCE
 
 
+def test_a_definition_that_is_not_a_dict_is_a_failed_result():
+    res = engine.patch("fix_it")
+    assert (res["result"], res["ok"]) == ("failed", True)
+    assert "a mod must be a dict, got str" in res["message"]
+    assert not engine.patch(["x"], strict=True)["ok"]
+
+
 @pytest.mark.parametrize("version, spec, ok", [
     ("7.1.0", ">=8.0.0", False), ("8.0.2", ">=8.0.0", True), ("8.0", ">=8.0.0", True),
     ("8.0.0rc1", ">=8.0.0", False), ("10.1", ">9.2", True), ("1.2.3", "==1.2.3", True), ("1.2.3", "!=1.2.3", False),
