@@ -149,6 +149,19 @@ def test_check_mode_after_converge_changes_nothing():
     assert len(recap) == len(FABRIC) and all("changed=0" in line for line in recap), out.stdout
 
 
+def test_check_mode_on_a_fresh_setup_shows_the_changes_and_makes_none():
+    key, known_hosts = "~/.ssh/check_mode_test_key", "~/.ssh/check_mode_test_known_hosts"
+    out = playbook(INVENTORY, "--check", "--diff", "-e", f"node_trust_key_path={key}",
+                   "-e", f"node_trust_known_hosts_path={known_hosts}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    head_recap = next(line for line in out.stdout.splitlines() if line.startswith(HEAD + " ") and " : ok=" in line)
+    assert "changed=0" not in head_recap, head_recap
+    # The known_hosts diff shows the workers' real keys; nothing is written.
+    for worker in WORKERS:
+        assert f"+{FABRIC[worker]} ssh-ed25519 " in out.stdout
+    assert node(HEAD).run(f"ls {key} {known_hosts}").rc != 0
+
+
 def test_removing_a_worker_from_the_inventory_removes_its_known_hosts_entries(tmp_path):
     removed = sorted(WORKERS)[-1]
     reduced = yaml.safe_load((SCENARIO / "inventory" / "hosts.yml").read_text())
