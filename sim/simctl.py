@@ -43,7 +43,11 @@ STANDINS = {
     "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
     "ibdev2netdev_standin.sh": "/usr/local/bin/ibdev2netdev",
     "gpu_burn_standin.sh": "/usr/local/bin/gpu-burn-standin",
+    "hf_mirror_standin.py": "/usr/local/bin/hf-mirror-standin",
 }
+# A stand-in local mirror of the recipes' models (hub-cache layout, tiny files) on the head,
+# where a user's own mirror would be (the models role's `local` source).
+HF_MIRROR = "/srv/dgxspark-sim/hf-mirror"
 
 
 def log(msg):
@@ -135,6 +139,15 @@ def cmd_build(_args=None):
     return node, archive
 
 
+def recipe_models():
+    """Every model and drafter the serve role's recipes name."""
+    models = set()
+    for recipe in sorted((SIM_DIR.parent / "roles" / "serve" / "vars" / "recipes").glob("*.yml")):
+        data = yaml.safe_load(recipe.read_text()) or {}
+        models.update(m for m in (data.get("model"), data.get("draft_model")) if m)
+    return sorted(models)
+
+
 def clusters():
     return yaml.safe_load((SIM_DIR / "clusters.yml").read_text())
 
@@ -181,6 +194,8 @@ def start_node(cluster, node, image, archive, gpu_state):
         if path.exists():
             run(PODMAN + ["cp", str(path), f"{c}:{dest}"])
             node_exec(c, "chmod", "0755", dest)
+    if node["name"] == "spark-head":  # workers get the models from the head, as on a real pair
+        node_exec(c, "python3", STANDINS["hf_mirror_standin.py"], HF_MIRROR, *recipe_models())
     scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE}
     node_exec(c, "sh", "-c", f"cat > /etc/dgxspark-sim/scenario.json <<'EOF'\n{json.dumps(scenario)}\nEOF")
     pub = SSH_KEY.with_suffix(".pub").read_text()

@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decode and prefill speed of an OpenAI-compatible endpoint, from one streaming request at a time.
+
+A run is one streaming chat completion. Its figures:
+  - ttft: request sent -> first generated token arrives (prefill plus one step);
+  - prefill tok/s = prompt tokens / ttft;
+  - decode tok/s = (generated tokens - 1) / (last token time - first token time),
+    the same "tg" figure as llama-bench's tg32 when 32 tokens are generated.
+Token counts come from the final usage chunk (stream_options.include_usage);
+without it, every chunk that carries text counts as one token.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import urllib.request
+
+# Fields a chunk's delta may carry generated text in (reasoning parsers split it out).
+TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
+def sse_events(lines):
+    """Yield the JSON payloads of a server-sent event stream until [DONE]."""
+    for raw in lines:
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line[len("data:"):].strip()
+        if payload == "[DONE]":
+            return
+        if payload:
+            yield json.loads(payload)
+
+
+def has_text(event):
+    for choice in event.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if any(delta.get(field) for field in TEXT_FIELDS):
+            return True
+    return False
+
+
+def measure(lines, started, clock):
+    """Figures of one streamed response; `started` is the clock reading when the request was sent."""
+    token_times = []
+    usage = None
+    for event in sse_events(lines):
+        now = clock()
+        if has_text(event):
+            token_times.append(now)
+        if event.get("usage"):
+            usage = event["usage"]
+    if not token_times:
+        raise ValueError("the stream carried no generated text")
+    completion = (usage or {}).get("completion_tokens") or len(token_times)
+    prompt = (usage or {}).get("prompt_tokens")
+    ttft = token_times[0] - started
+    span = token_times[-1] - token_times[0]
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "chunks": len(token_times),
+        "ttft_s": round(ttft, 4),
+        "decode_s": round(span, 4),
+        "decode_tok_s": round((completion - 1) / span, 2) if completion > 1 and span > 0 else None,
+        "prefill_tok_s": round(prompt / ttft, 1) if prompt and ttft > 0 else None,
+    }
+
+
+def median_of(runs, key):
+    values = [run[key] for run in runs if run.get(key) is not None]
+    return round(statistics.median(values), 2) if values else None
+
+
+def summarize(runs):
+    return {
+        "decode_tok_s": median_of(runs, "decode_tok_s"),
+        "prefill_tok_s": median_of(runs, "prefill_tok_s"),
+        "ttft_s": median_of(runs, "ttft_s"),
+        "completion_tokens": median_of(runs, "completion_tokens"),
+        "prompt_tokens": median_of(runs, "prompt_tokens"),
+    }
+
+
+def compare(measured, expected, min_ratio):
+    """Ratio measured/expected per figure and whether each clears min_ratio (None = not comparable)."""
+    verdicts = {}
+    for key, want in (expected or {}).items():
+        got = measured.get(key)
+        if got is None or not want:
+            verdicts[key] = {"measured": got, "expected": want, "ratio": None, "ok": None}
+            continue
+        ratio = round(got / float(want), 3)
+        verdicts[key] = {"measured": got, "expected": want, "ratio": ratio, "ok": ratio >= min_ratio}
+    return verdicts
+
+
+def chat_body(model, prompt, max_tokens, ignore_eos=True):
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if ignore_eos:
+        # vLLM extension: keep generating to max_tokens, so every run has the same length.
+        body["ignore_eos"] = True
+    return body
+
+
+class Client:
+    """Tiny HTTP client for the endpoint (stdlib only, the nodes need nothing installed)."""
+
+    def __init__(self, base_url, api_key=None, timeout=600, clock=time.monotonic):
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self.clock = clock
+
+    def _request(self, path, body=None):
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        return urllib.request.Request(self.base_url + path, data=data, headers=headers)
+
+    def models(self):
+        with urllib.request.urlopen(self._request("/v1/models"), timeout=self.timeout) as response:
+            return json.loads(response.read().decode("utf-8")).get("data") or []
+
+    def version(self):
+        """vLLM's /version, or 'unknown' where the server has none."""
+        try:
+            with urllib.request.urlopen(self._request("/version"), timeout=self.timeout) as response:
+                return str(json.loads(response.read().decode("utf-8")).get("version", "unknown"))
+        except Exception:  # pylint: disable=broad-except
+            return "unknown"
+
+    def run(self, model, prompt, max_tokens, ignore_eos=True):
+        request = self._request("/v1/chat/completions", chat_body(model, prompt, max_tokens, ignore_eos))
+        started = self.clock()
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            return measure(response, started, self.clock)

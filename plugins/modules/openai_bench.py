@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: openai_bench
+short_description: Measure decode and prefill tokens/s of an OpenAI-compatible endpoint
+version_added: 0.1.0
+description:
+  - Sends O(runs) streaming chat completions one after another (after O(warmup) unmeasured ones) and
+    times the tokens as they arrive. Decode tokens/s is (generated tokens - 1) divided by the time
+    between the first and the last token (tg32 when O(max_tokens=32)); prefill tokens/s is prompt
+    tokens divided by the time to the first token. Reports every run and the medians.
+  - Each run starts its prompt with its own number, so a prefix cache cannot make prefill look free.
+  - Read-only towards the endpoint; it runs in check mode as well.
+options:
+  url:
+    description: Base URL of the endpoint, without C(/v1).
+    type: str
+    required: true
+  api_key:
+    description: Bearer token for the endpoint, if it needs one.
+    type: str
+  model:
+    description: Model name to request; the first model of C(/v1/models) when not given.
+    type: str
+  runs:
+    description: Measured runs; the figures are their medians.
+    type: int
+    default: 5
+  warmup:
+    description: Unmeasured runs first (the first request after a start pays for compilation).
+    type: int
+    default: 1
+  max_tokens:
+    description: Tokens generated per run.
+    type: int
+    default: 32
+  prompt:
+    description: The prompt text; about a thousand tokens gives a meaningful prefill figure.
+    type: str
+    required: true
+  ignore_eos:
+    description: Ask the server to generate exactly O(max_tokens) tokens (a vLLM extension).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for one request.
+    type: int
+    default: 600
+  expected:
+    description:
+      - Figures to compare the medians with, e.g. the recipe's C(expected) (C(decode_tok_s), C(prefill_tok_s)).
+      - The module itself never fails on them; RV(comparison) says which clear O(min_ratio).
+    type: dict
+    default: {}
+  min_ratio:
+    description: Lowest acceptable measured/expected ratio for RV(comparison).
+    type: float
+    default: 0.8
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only reads from the endpoint, so it measures in check mode too.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
+    support: full
+author:
+  - dgxspark.vllm contributors (@dgxspark)
+"""
+
+EXAMPLES = r"""
+- name: Measure tg32 and prefill on the head's endpoint
+  dgxspark.vllm.openai_bench:
+    url: http://127.0.0.1:8000
+    runs: 5
+    prompt: "{{ 'Describe the history of computing in detail. ' * 120 }}"
+  register: bench
+"""
+
+RETURN = r"""
+model:
+  description: The model that answered.
+  returned: always
+  type: str
+  sample: minimax-m3
+owned_by:
+  description: The C(owned_by) field of that model in C(/v1/models).
+  returned: always
+  type: str
+  sample: vllm
+runs:
+  description: Figures of each measured run.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {prompt_tokens: 1012, completion_tokens: 32, chunks: 12, ttft_s: 1.01, decode_s: 0.85, decode_tok_s: 36.4, prefill_tok_s: 1002.0}
+median:
+  description: Medians over the runs of decode_tok_s, prefill_tok_s, ttft_s, completion_tokens, prompt_tokens.
+  returned: always
+  type: dict
+  sample: {decode_tok_s: 36.3, prefill_tok_s: 1001.5, ttft_s: 1.01, completion_tokens: 32, prompt_tokens: 1012}
+comparison:
+  description: Per expected figure, the median measured, the expected value, their ratio and whether it clears O(min_ratio).
+  returned: always
+  type: dict
+  sample: {decode_tok_s: {measured: 20.1, expected: 36.3, ratio: 0.554, ok: false}}
+server_version:
+  description: What C(/version) reports (vLLM's version), or C(unknown).
+  returned: always
+  type: str
+  sample: 0.33.0
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _bench
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            api_key=dict(type="str", no_log=True),
+            model=dict(type="str"),
+            runs=dict(type="int", default=5),
+            warmup=dict(type="int", default=1),
+            max_tokens=dict(type="int", default=32, no_log=False),
+            prompt=dict(type="str", required=True),
+            ignore_eos=dict(type="bool", default=True),
+            timeout=dict(type="int", default=600),
+            expected=dict(type="dict", default={}),
+            min_ratio=dict(type="float", default=0.8),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["runs"] < 1 or p["warmup"] < 0 or p["max_tokens"] < 2:
+        module.fail_json(msg="runs must be >= 1, warmup >= 0 and max_tokens >= 2 (decode speed needs two tokens)")
+    client = _bench.Client(p["url"], p["api_key"], p["timeout"])
+    try:
+        listed = client.models()
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=f"cannot list models at {p['url']}/v1/models: {exc}; is the endpoint up (systemctl status dgxspark-vllm)?")
+    entry = next((m for m in listed if m.get("id") == p["model"]), None) if p["model"] else (listed[0] if listed else None)
+    if entry is None:
+        module.fail_json(msg=f"model {p['model'] or '(any)'} not served at {p['url']}; served: {[m.get('id') for m in listed]}")
+    model = entry["id"]
+
+    runs = []
+    try:
+        for index in range(p["warmup"] + p["runs"]):
+            prompt = f"Run {index}. {p['prompt']}"
+            figures = client.run(model, prompt, p["max_tokens"], p["ignore_eos"])
+            if index >= p["warmup"]:
+                runs.append(figures)
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=f"benchmark request {len(runs) + 1} to {p['url']} failed: {exc}",
+                         runs=runs, exception=traceback.format_exc())
+    median = _bench.summarize(runs)
+    module.exit_json(changed=False, model=model, owned_by=str(entry.get("owned_by", "")),
+                     server_version=client.version(), runs=runs, median=median,
+                     comparison=_bench.compare(median, p["expected"], p["min_ratio"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""gpu_clock_diagnosis end to end on this machine: a fake nvidia-smi replays fixture outputs,
+loaded ones while the module's load command runs (it leaves a marker file)."""
+import pathlib
+import sys
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.vllm.plugins.modules import gpu_clock_diagnosis
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi"
+
+FAKE = r'''#!{python}
+import pathlib, sys
+d = pathlib.Path({dir!r})
+fixtures = pathlib.Path({fixtures!r})
+gpu, state = (d / "state").read_text().split()
+loaded = (d / "load").exists() and state != "idle"
+if gpu == "gb10":
+    query, perf = ("gb10/query_%s_load.csv" % state, "gb10/perf_%s_load.txt" % state) if loaded else (
+        "gb10/query_idle.csv", "gb10/perf_idle.txt")
+else:  # real H200 outputs; the idle csv has a header line
+    query, perf = ("h200/smi_query_load.csv", "h200/smi_q_performance_load.txt") if loaded else (
+        "h200/smi_query_idle_header.csv", "h200/smi_q_performance_idle.txt")
+args = sys.argv[1:]
+if args[:1] and args[0].startswith("--query-gpu="):
+    lines = [line for line in (fixtures / query).read_text().splitlines() if not line.startswith("index,")]
+    counter = d / ("count-" + query.replace("/", "-"))
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    print(lines[n % len(lines)])
+elif args[:3] == ["-q", "-d", "PERFORMANCE"]:
+    print((fixtures / perf).read_text())
+else:
+    sys.exit("fake nvidia-smi: unexpected " + " ".join(args))
+'''
+
+
+class Exit(Exception):
+    def __init__(self, result, failed):
+        super().__init__(result.get("msg"))
+        self.result, self.failed = result, failed
+
+
+@pytest.fixture(autouse=True)
+def no_exit(monkeypatch):
+    def exit_json(self, **kw):
+        raise Exit(kw, False)
+
+    def fail_json(self, **kw):
+        raise Exit(kw, True)
+    from ansible.module_utils.basic import AnsibleModule
+    monkeypatch.setattr(AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(AnsibleModule, "fail_json", fail_json)
+
+
+@pytest.fixture(name="gpu")
+def fixture_gpu(tmp_path):
+    """A fake GB10: write its state, get the module arguments that use it."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(FAKE.format(python=sys.executable, dir=str(tmp_path), fixtures=str(FIXTURES)))
+    fake.chmod(0o755)
+    marker = tmp_path / "load"
+
+    def make(state, load=True, gpu_model="gb10", **args):
+        (tmp_path / "state").write_text(f"{gpu_model} {state}")
+        command = ["sh", "-c", f"trap 'rm -f {marker}; exit 143' TERM; touch {marker}; sleep 30 & wait"]
+        return dict(dict(nvidia_smi=str(fake), interval=0.05, samples=5, load_ready_timeout=10,
+                         load_command=command if load else []), **args)
+    make.marker = marker
+    return make
+
+
+def run(check=False, **args):
+    with patch_module_args(dict(args, _ansible_check_mode=check)):
+        with pytest.raises(Exit) as info:
+            gpu_clock_diagnosis.main()
+    return info.value
+
+
+@pytest.mark.parametrize("state, expected, clock", [
+    ("healthy", "healthy", 2405), ("throttled", "throttled", 612), ("wedged", "wedged", 611),
+])
+def test_classifies_the_gpu_under_the_load_and_stops_the_load(gpu, state, expected, clock):
+    out = run(**gpu(state))
+    assert not out.failed, out.result["msg"]
+    (verdict,) = out.result["gpus"]
+    assert verdict["state"] == expected and verdict["sm_clock_mhz"] == clock, verdict["why"]
+    assert verdict["name"] == "NVIDIA GB10" and verdict["samples"] == 5 and verdict["raw"][0]["power.limit"] is None
+    assert out.result["load"]["ran"] and out.result["load"]["busy_after_s"] is not None
+    assert out.result["load"]["rc"] == 143 and not gpu.marker.exists()  # terminated, and it cleaned up
+    assert out.result["changed"] is False
+    assert out.result["summary"][0].startswith(f"GPU 0 NVIDIA GB10: {expected}, SM {clock} MHz")
+
+
+def test_wedged_reports_the_figures(gpu):
+    verdict = run(check=True, **gpu("wedged")).result["gpus"][0]
+    assert (verdict["sm_clock_min_mhz"], verdict["sm_clock_max_mhz"]) == (611, 611)
+    assert verdict["utilization_pct"] == 95 and verdict["power_w"] < 11 and verdict["reasons"] == []
+
+
+def test_without_a_load_an_idle_gpu_is_idle(gpu):
+    out = run(**gpu("wedged", load=False))
+    assert out.result["gpus"][0]["state"] == "idle" and out.result["load"]["ran"] is False
+
+
+def test_a_load_that_never_reaches_the_gpu_leaves_it_idle(gpu):
+    out = run(**gpu("idle", load_ready_timeout=0.5))
+    assert not out.failed and out.result["gpus"][0]["state"] == "idle"
+
+
+def test_a_failing_load_fails_with_its_output(gpu):
+    args = gpu("healthy")
+    args["load_command"] = ["sh", "-c", "echo no such image >&2; exit 3"]
+    out = run(**args)
+    assert out.failed and "rc 3" in out.result["msg"] and "no such image" in out.result["msg"]
+
+
+def test_a_load_too_short_to_sample_fails(gpu):
+    args = gpu("healthy", interval=0.5)
+    args["load_command"] = ["sh", "-c", f"touch {gpu.marker}; sleep 0.6; rm -f {gpu.marker}"]
+    out = run(**args)
+    assert out.failed and "longer" in out.result["msg"]
+
+
+def test_missing_nvidia_smi_fails_clearly(gpu, tmp_path):
+    out = run(**gpu("healthy", nvidia_smi=str(tmp_path / "absent")))
+    assert out.failed and "not found" in out.result["msg"] and "NVIDIA driver" in out.result["msg"]
+
+
+def test_one_sample_is_refused(gpu):
+    out = run(**gpu("healthy", samples=1))
+    assert out.failed and "at least 2" in out.result["msg"]
+
+
+def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu):
+    out = run(**gpu("load", gpu_model="h200"))
+    assert not out.failed, out.result["msg"]
+    (verdict,) = out.result["gpus"]
+    assert verdict["name"] == "NVIDIA H200" and verdict["state"] == "healthy", verdict["why"]
+    assert verdict["sm_clock_mhz"] == 1500 and verdict["reasons"] == ["SW Power Cap"]
+    assert verdict["raw"][0]["power.limit"] == 700.0
+
+
+def test_real_h200_outputs_without_load_read_idle(gpu):
+    out = run(**gpu("load", load=False, gpu_model="h200"))
+    assert out.result["gpus"][0]["state"] == "idle" and out.result["gpus"][0]["sm_clock_mhz"] == 345
