@@ -59,8 +59,10 @@ class DiskSampler:
     """du of /tmp, /var/tmp and the container storage on one node, every ~0.2 s, over one SSH session."""
 
     def __init__(self, ip):
-        loop = ("while :; do sudo du -sxb /tmp /var/tmp %s 2>/dev/null | awk '{printf \"%%s \", $1} END {print \"\"}'; "
-                "sleep 0.2; done" % STORAGE)
+        # Ends when this side hangs up (awk dies writing to the closed pipe), at the latest after 20 minutes.
+        inner = ("while sudo du -sxb /tmp /var/tmp %s 2>/dev/null | awk '{printf \"%%s \", $1} END {print \"\"}'; "
+                 "do sleep 0.2; done" % STORAGE)
+        loop = "timeout 1200 bash -c " + shlex.quote(inner)
         self.proc = subprocess.Popen(ssh_argv(ip, loop), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.samples = []
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -104,18 +106,19 @@ def write_inventory(index, workdir):
 
 def ansible_env():
     return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"), ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-                ANSIBLE_CALLBACKS_ENABLED="", ANSIBLE_NOCOLOR="1")
+                ANSIBLE_NOCOLOR="1")
 
 
 def stream(inv, worker_fabric, compress=False):
     args = {"ref": REF, "container_cli": CLI, "storage_path": STORAGE, "compress": compress,
             "workers": [{"name": "spark-worker-1", "host": worker_fabric, "user": "spark"}]}
-    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
-    res = subprocess.run(["ansible", "-i", str(inv), "spark-head", "-m", "dgxspark.vllm.image_distribute",
-                          "-a", json.dumps(args)], capture_output=True, text=True, env=env, cwd=ROOT)
+    res = subprocess.run(["ansible", "-i", str(inv), "spark-head", "-o", "-m", "dgxspark.vllm.image_distribute",
+                          "-a", json.dumps(args)], capture_output=True, text=True, env=ansible_env(), cwd=ROOT)
     try:
-        out = json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"]["spark-head"]
-    except (ValueError, KeyError, IndexError):
+        # oneline output: "spark-head | CHANGED => {...}"
+        line = next(ln for ln in res.stdout.splitlines() if ln.startswith("spark-head |"))
+        out = json.loads(line.split("=>", 1)[1])
+    except (StopIteration, IndexError, ValueError):
         raise SystemExit(f"[bench] the module run failed: {res.stdout[-2000:]} {res.stderr[-2000:]}")
     if out.get("failed"):
         raise SystemExit(f"[bench] the module failed: {out.get('msg')}")

@@ -83,10 +83,10 @@ def test_too_little_disk_fails_before_the_transfer_with_the_numbers():
     remove_on_worker()
     res = converge("-e", "image_free_space_factor=100000")
     assert res.returncode != 0
-    out = " ".join(res.stdout.split())
-    assert "Nothing was transferred." in out
-    assert f"spark-worker-1: " in out and f"free on {STORAGE}, the image needs" in out
-    assert "x its size of" in out
+    out = " ".join((res.stdout + res.stderr).split())
+    assert "Nothing was transferred." in out, out[-3000:]
+    assert "spark-worker-1: " in out and f"free on {STORAGE}, the image needs" in out, out[-3000:]
+    assert "x its size of" in out, out[-3000:]
     assert image_id(WORKER) is None
 
 
@@ -120,7 +120,7 @@ def test_cut_transfer_leaves_no_broken_image_and_the_rerun_converges():
             run.kill()
     assert cut.rc == 0, "the transfer never started: " + cut.stdout + cut.stderr
     assert run.returncode != 0, out[-3000:]
-    assert "spark-worker-1: FAILED" in " ".join(out.split())
+    assert "spark-worker-1: FAILED" in " ".join(out.split()), out[-3000:]
     # No half image under the tag on the worker.
     assert image_id(WORKER) is None
     res = converge()

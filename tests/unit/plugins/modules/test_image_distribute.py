@@ -179,3 +179,12 @@ def test_head_without_the_image_fails(cluster, capsys):
     (cluster.path / "state" / "head" / "image").unlink()
     res = run_module(cluster.args(), capsys)
     assert res["failed"] and "is not on this node" in res["msg"]
+
+
+def test_check_mode_before_the_head_has_the_image_lists_every_worker(cluster, capsys):
+    (cluster.path / "state" / "head" / "image").unlink()
+    cluster.set_worker_id("w1", HEAD_ID)
+    res = run_module(cluster.args(), capsys, check=True)
+    assert not res.get("failed") and res["changed"]
+    # Without the head's ID any worker image may be stale: both would receive.
+    assert {w["status"] for w in res["workers"]} == {"would_receive"}
