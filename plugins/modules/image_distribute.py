@@ -184,16 +184,14 @@ msg:
 """
 
 import concurrent.futures
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import threading
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import ssh_argv
+from ansible_collections.dgxspark.vllm.plugins.module_utils._stream import relay
 
 # How docker and podman say that a reference is not there.
 MISSING_IMAGE = re.compile(r"no such (image|object)|image not known", re.IGNORECASE)
@@ -252,23 +250,6 @@ def parse_probe(output):
     return res
 
 
-class _Tail(threading.Thread):
-    """Drains a stream and keeps its last bytes (stderr of a pipeline stage)."""
-
-    def __init__(self, stream, keep=4096):
-        super().__init__(daemon=True)
-        self.stream, self.keep, self.data = stream, keep, b""
-        self.start()
-
-    def run(self):
-        for chunk in iter(lambda: self.stream.read(4096), b""):
-            self.data = (self.data + chunk)[-self.keep:]
-
-    def text(self):
-        self.join(timeout=5)
-        return self.data.decode("utf-8", "replace").strip()
-
-
 class Distributor:
     def __init__(self, module):
         self.module = module
@@ -307,55 +288,12 @@ class Distributor:
         remote = shlex.join(list(self.cli) + ["load", "-q"])
         if self.module.params["compress"]:
             remote = "zstd -dcq | " + remote
-        start = time.monotonic()
-        stages, tails = [], []
-        save = subprocess.Popen(list(self.cli) + ["save", self.ref], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stages.append(("save", save))
-        source = save.stdout
+        producers = [("save", list(self.cli) + ["save", self.ref])]
         if self.module.params["compress"]:
-            zstd = subprocess.Popen(["zstd", "-q", "-c", "-T0", "-3"], stdin=save.stdout,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            save.stdout.close()  # zstd owns it now; save gets SIGPIPE if zstd dies
-            stages.append(("zstd", zstd))
-            source = zstd.stdout
-        ssh = subprocess.Popen(self.ssh_cmd(worker, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, bufsize=0)
-        stages.append(("load on %s" % worker["name"], ssh))
-        tails = {name: _Tail(p.stderr) for name, p in stages}
-        out_tail = _Tail(ssh.stdout)
-        sent, broken = 0, False
-        # Relay through this process only to count the bytes; nothing is written to disk.
-        fd = source.fileno()
-        while True:
-            chunk = os.read(fd, CHUNK)
-            if not chunk:
-                break
-            try:
-                view = memoryview(chunk)
-                while view:
-                    view = view[ssh.stdin.write(view):]
-            except BrokenPipeError:
-                broken = True
-                break
-            sent += len(chunk)
-        try:
-            ssh.stdin.close()
-        except BrokenPipeError:
-            broken = True
-        if broken:
-            for _name, p in stages[:-1]:
-                p.kill()
-        source.close()
-        codes = {name: p.wait() for name, p in stages}
-        seconds = round(time.monotonic() - start, 1)
-        errors = []
-        for name, p in stages:
-            if codes[name] != 0 and not (broken and p is not ssh):
-                errors.append("%s exited %d: %s" % (name, codes[name], tails[name].text() or out_tail.text()))
-        if broken and not errors:
-            errors.append("the connection to %s closed during the transfer" % worker["name"])
-        return sent, seconds, "; ".join(errors)
+            producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))
+        # Relayed through this process only to count the bytes; nothing is written to disk.
+        sent, seconds, error = relay(producers, "load on %s" % worker["name"], self.ssh_cmd(worker, remote), CHUNK)
+        return sent, seconds, error.replace("the connection closed", "the connection to %s closed" % worker["name"])
 
 
 def run(module):
