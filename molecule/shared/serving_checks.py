@@ -125,3 +125,19 @@ def playbook(*args, timeout=900):
 def container_cmd(host, container):
     """The command a container was started with (docker inspect, parsed here: no templates in commands)."""
     return json.loads(host.check_output(f"sudo docker inspect {container}"))[0]["Config"]["Cmd"]
+
+
+def start_node_again(container, mgmt_ip, timeout=240):
+    """Start a stopped sim node and wait until SSH answers (a restarted node can take a while
+    before its new link address is known to the host)."""
+    subprocess.run(["podman", "--runtime", "runc", "start", container], check=True, capture_output=True)
+    key = pathlib.Path.home() / ".cache" / "dgxspark-sim" / "ssh" / "id_ed25519"
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        res = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+                              "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                              "-o", "LogLevel=ERROR", f"spark@{mgmt_ip}", "true"], check=False, capture_output=True)
+        if res.returncode == 0:
+            return
+        time.sleep(2)
+    raise AssertionError(f"{container} did not answer SSH within {timeout}s after a restart")

@@ -45,7 +45,7 @@ def test_stopped_worker_fails_the_run_before_anything_changes():
     try:
         res = sc.playbook("site.yml", timeout=300)
     finally:
-        subprocess.run(["podman", "--runtime", "runc", "start", container], check=True)
+        sc.start_node_again(container, HOSTS[WORKER]["ansible_host"])
     out = res.stdout
     assert res.returncode != 0, out
     assert "UNREACHABLE" in out and WORKER in out, out
