@@ -97,3 +97,15 @@ def test_listeners_stay_on_the_configured_addresses():
                 assert addr in (hv["spark_fabric_ip"], "127.0.0.1", "*", "0.0.0.0", "[::]"), line
                 if addr in ("*", "0.0.0.0", "[::]"):
                     assert any(p in proc for p in ("gcs_server", "raylet", "ray::", "python3")), line
+
+
+def test_second_run_changes_and_restarts_nothing():
+    def pids():
+        return {(name, unit): sc.node(name).service(unit).systemd_properties["MainPID"]
+                for name in HOSTS for unit in ("dgxspark-ray", "dgxspark-vllm")}
+    before = pids()
+    res = sc.playbook("site.yml")
+    assert res.returncode == 0, res.stdout[-6000:]
+    recap = [line for line in res.stdout.splitlines() if line.startswith("spark-") and "changed=" in line]
+    assert len(recap) == len(HOSTS) and all("changed=0" in line for line in recap), recap
+    assert pids() == before

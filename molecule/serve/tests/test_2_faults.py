@@ -54,6 +54,16 @@ def test_stopped_worker_fails_the_run_before_anything_changes():
     assert head.service("dgxspark-vllm").systemd_properties["ActiveEnterTimestampMonotonic"] == since
 
 
+def test_a_worker_that_cannot_join_is_named_with_its_log():
+    # A wrong head address for the workers only (the head's own unit does not use it).
+    res = sc.playbook("site.yml", "-e", "ray_cluster_head_ip=10.231.106.99", "-e", "ray_cluster_join_timeout=20")
+    out = res.stdout
+    assert res.returncode != 0, out[-4000:]
+    assert f"Ray: {WORKER} did not join the cluster" in out, out[-4000:]
+    assert f"--- {WORKER}: journalctl -u dgxspark-ray" in out, out[-4000:]
+    assert "Serve |" not in out
+
+
 def test_mp_backend_reaches_a_healthy_endpoint():
     # The restarted worker node comes back on its own; the mp run replaces Ray altogether.
     assert sc.wait_health(sc.node(HEAD), URL, RECOVERY_BOUND_S) is not None
