@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Render `vllm serve` flags from data, and quote argv words for systemd unit files."""
+"""Render `vllm serve` flags from data."""
 
 from __future__ import annotations
 
@@ -46,8 +46,6 @@ _value:
 """
 
 _FLAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
-# Words systemd takes as they are: no quotes, escapes, specifiers or variables needed.
-_PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 
 
 def vllm_args(args):
@@ -70,26 +68,8 @@ def vllm_args(args):
     return words
 
 
-def systemd_quote(word):
-    """One argv word as systemd's ExecStart= parses it back to the same word."""
-    word = str(word)
-    if word and _PLAIN.match(word):
-        return word
-    # Inside double quotes systemd unescapes \\ and \"; % starts a specifier and $ a variable.
-    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-    escaped = escaped.replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
-
-
-def systemd_join(argv):
-    """A list of argv words -> one ExecStart= command line."""
-    if isinstance(argv, (str, bytes)) or not hasattr(argv, "__iter__"):
-        raise AnsibleFilterError("systemd_join expects a list of words")
-    return " ".join(systemd_quote(w) for w in argv)
-
-
 class FilterModule:
-    """dgxspark.vllm filters for rendering the serving command line."""
+    """dgxspark.vllm.vllm_args."""
 
     def filters(self):
-        return {"vllm_args": vllm_args, "systemd_join": systemd_join}
+        return {"vllm_args": vllm_args}

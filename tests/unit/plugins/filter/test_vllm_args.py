@@ -7,7 +7,8 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.filter.vllm_args import systemd_join, systemd_quote, vllm_args
+from ansible_collections.dgxspark.vllm.plugins.filter.systemd_join import systemd_join, systemd_quote
+from ansible_collections.dgxspark.vllm.plugins.filter.vllm_args import vllm_args
 
 RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
 
