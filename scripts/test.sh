@@ -4,6 +4,7 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh unit lint    only these stages (lint, unit, sanity, molecule)
 #   MOLECULE_SCENARIOS="default triton" scripts/test.sh molecule
+#   MOLECULE_JOBS=3 (default) scenarios run side by side, each on its own sim cluster
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
@@ -23,12 +24,32 @@ stage() {  # stage NAME COMMAND...
 }
 
 scenarios() {
-  # Every scenario unless MOLECULE_SCENARIOS names some; `default` runs last
-  # since it goes through the whole site playbook.
+  # Every scenario unless MOLECULE_SCENARIOS names some; `default` (the whole
+  # site playbook, the longest) starts first so parallel runs finish together.
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then echo "$MOLECULE_SCENARIOS"; return; fi
   local s all=()
   for s in molecule/*/molecule.yml; do s=${s#molecule/}; s=${s%/molecule.yml}; [ "$s" = default ] || all+=("$s"); done
-  echo "${all[*]} default"
+  echo "default ${all[*]}"
+}
+
+molecule_all() {
+  # Each scenario has its own sim cluster, so MOLECULE_JOBS of them run side by
+  # side; each one's output goes to a log that is printed when it is done.
+  local logs=.cache/molecule-logs sc rc
+  rm -rf "$logs" && mkdir -p "$logs"
+  python3 sim/simctl.py build >/dev/null || { failed=$((failed + 1)); failures+=(sim-build); return; }
+  # shellcheck disable=SC2016
+  scenarios | tr ' ' '\n' | grep . | xargs -P "${MOLECULE_JOBS:-3}" -I{} bash -c \
+    't0=$SECONDS; molecule test -s "$1" >"$2/$1.log" 2>&1; echo "$? $((SECONDS - t0))" >"$2/$1.rc"; echo "=== molecule:$1 finished"' _ {} "$logs"
+  for sc in $(scenarios); do
+    read -r rc secs <"$logs/$sc.rc" || rc=1
+    if [ "$rc" = 0 ]; then
+      passed=$((passed + 1)); echo "=== molecule:$sc: ok (${secs}s)"
+    else
+      failed=$((failed + 1)); failures+=("molecule:$sc")
+      echo "=== molecule:$sc: FAILED (${secs:-?}s), last lines of $logs/$sc.log:"; tail -n 200 "$logs/$sc.log"
+    fi
+  done
 }
 
 sanity() {
@@ -61,8 +82,7 @@ for s in "${stages[@]}"; do
     sanity)
       stage sanity sanity ;;
     molecule)
-      python3 sim/simctl.py build >/dev/null || { failed=$((failed + 1)); failures+=(sim-build); }
-      for sc in $(scenarios); do stage "molecule:$sc" molecule test -s "$sc"; done ;;
+      molecule_all ;;
     *) echo "unknown stage $s (lint, unit, sanity, molecule)"; exit 2 ;;
   esac
 done

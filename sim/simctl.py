@@ -38,6 +38,9 @@ ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 FABRIC_IFACE = "enp1s0f1np1"
 SERVING_ARCHIVE = "/srv/dgxspark-sim/serving-image.tar"
 RDMA_DEVICE = "rocep1s0f1"
+# The recipes' models, "pre-downloaded" into the admin user's Hugging Face cache as stand-in
+# folders (a config.json saying so): what HF_HUB_OFFLINE=1 serving needs on every node.
+STANDIN_MODELS = ["Sebesky/MiniMax-M3-W4A16-GPTQ", "Sebesky/MiniMax-M3-EAGLE3-RTN-INT4"]
 # Stand-ins installed on every node under the real command names.
 STANDINS = {
     "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
@@ -183,6 +186,11 @@ def start_node(cluster, node, image, archive, gpu_state):
             node_exec(c, "chmod", "0755", dest)
     scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE}
     node_exec(c, "sh", "-c", f"cat > /etc/dgxspark-sim/scenario.json <<'EOF'\n{json.dumps(scenario)}\nEOF")
+    for model in STANDIN_MODELS:
+        snap = f"/home/spark/.cache/huggingface/hub/models--{model.replace('/', '--')}/snapshots/standin"
+        node_exec(c, "sh", "-c", f"mkdir -p {snap} && echo '{{\"_comment\": \"stand-in model folder "
+                                 f"for the sim, not a model\"}}' > {snap}/config.json && "
+                                 "chown -R spark:spark /home/spark/.cache")
     pub = SSH_KEY.with_suffix(".pub").read_text()
     node_exec(c, "sh", "-c", f"echo '{pub.strip()}' > /home/spark/.ssh/authorized_keys && "
                              "chown spark:spark /home/spark/.ssh/authorized_keys && "

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""KV-cache memory plan for one node of a tensor-parallel vLLM deployment.
+
+vLLM gives the KV cache what is left of ``gpu_memory_utilization x total``
+after the weights, the vision tower, the multimodal profiling budget and the
+runtime overheads; the pool is a whole number of blocks. All sizes are per
+node (one GPU per node), so the constants in a recipe are per-node shares.
+"""
+
+from __future__ import annotations
+
+GIB = 1024 ** 3
+
+MEMORY_KEYS = ("node_total_gib", "weights_gib", "overhead_gib", "vision_tower_gib",
+               "video_profile_gib", "kv_bytes_per_token")
+
+
+class MemoryPlanError(ValueError):
+    """The recipe lacks what the plan needs, or holds a value it cannot use."""
+
+
+def _number(memory, key):
+    value = memory.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MemoryPlanError(f"recipe memory.{key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def video_enabled(limit_mm_per_prompt):
+    """vLLM profiles a video budget unless the video limit is set to 0."""
+    if not limit_mm_per_prompt:
+        return True
+    return int(limit_mm_per_prompt.get("video", 1)) > 0
+
+
+def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_size=16):
+    """Return the memory plan of one node as a dict (sizes in GiB, pool in tokens).
+
+    memory: the recipe's ``memory`` mapping (see MEMORY_KEYS).
+    vision: the vision tower is loaded; video: the profiler keeps a video budget.
+    """
+    if not isinstance(memory, dict):
+        raise MemoryPlanError("the recipe has no 'memory' mapping with the planner constants")
+    missing = [k for k in MEMORY_KEYS if k not in memory]
+    if missing:
+        raise MemoryPlanError(f"recipe memory lacks {', '.join(missing)}")
+    util = gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
+        raise MemoryPlanError(f"gpu_memory_utilization must be in (0, 1], got {util!r}")
+    per_token = memory["kv_bytes_per_token"]
+    if not isinstance(per_token, dict) or kv_cache_dtype not in per_token:
+        known = ", ".join(sorted(per_token)) if isinstance(per_token, dict) else "none"
+        raise MemoryPlanError(f"no KV size for kv_cache_dtype {kv_cache_dtype!r} in the recipe (known: {known})")
+    bytes_per_token = per_token[kv_cache_dtype]
+    if isinstance(bytes_per_token, bool) or not isinstance(bytes_per_token, int) or bytes_per_token <= 0:
+        raise MemoryPlanError(f"recipe memory.kv_bytes_per_token.{kv_cache_dtype} must be an integer > 0")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+        raise MemoryPlanError(f"block_size must be an integer > 0, got {block_size!r}")
+
+    total = _number(memory, "node_total_gib")
+    budget = util * total
+    used = {
+        "weights_gib": _number(memory, "weights_gib"),
+        "overhead_gib": _number(memory, "overhead_gib"),
+        "vision_tower_gib": _number(memory, "vision_tower_gib") if vision else 0.0,
+        "video_profile_gib": _number(memory, "video_profile_gib") if vision and video else 0.0,
+    }
+    kv_gib = budget - sum(used.values())
+    blocks = int(kv_gib * GIB // (bytes_per_token * block_size)) if kv_gib > 0 else 0
+    result = {
+        "node_total_gib": round(total, 3),
+        "budget_gib": round(budget, 3),
+        "kv_cache_gib": round(kv_gib, 3),
+        "kv_bytes_per_token": bytes_per_token,
+        "block_size": block_size,
+        "kv_pool_tokens": blocks * block_size,
+    }
+    result.update({k: round(v, 3) for k, v in used.items()})
+    return result
+
+
+def plan_recipe(recipe):
+    """The plan for a recipe as the serve role loads it (``serve_recipe_data``)."""
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("args"), dict):
+        raise MemoryPlanError("expected the recipe data (serve_recipe_data) with an 'args' mapping")
+    args = recipe["args"]
+    vision = bool(recipe.get("vision")) and not args.get("language-model-only", False)
+    return plan(
+        recipe.get("memory"),
+        args.get("gpu-memory-utilization", 0.9),
+        args.get("kv-cache-dtype", "auto"),
+        vision,
+        video_enabled(args.get("limit-mm-per-prompt")),
+        args.get("block-size", 16),
+    )

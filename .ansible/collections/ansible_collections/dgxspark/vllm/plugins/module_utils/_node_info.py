@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Parsers for what a node says about its GPU, its RoCE ports and its memory."""
+
+from __future__ import annotations
+
+import re
+
+_DRIVER = re.compile(r"Driver Version:\s*([0-9.]+)")
+_CUDA = re.compile(r"CUDA Version:\s*([0-9.]+)")
+# "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)"
+_PORT = re.compile(r"^(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)\s+\((\w+)\)", re.M)
+# "2: enp1s0f1np1    inet 10.231.108.10/24 brd ... scope global enp1s0f1np1"
+_INET = re.compile(r"\binet\s+(\d{1,3}(?:\.\d{1,3}){3})/(\d{1,2})")
+
+
+def parse_nvidia_smi(text):
+    """Driver and CUDA versions from the header of plain `nvidia-smi` output."""
+    driver = _DRIVER.search(text)
+    cuda = _CUDA.search(text)
+    return {
+        "driver_version": driver.group(1) if driver else None,
+        "cuda_version": cuda.group(1) if cuda else None,
+    }
+
+
+def parse_gpu_query(text):
+    """GPUs from `nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader`."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and fields[0].isdigit():
+            gpus.append({"index": int(fields[0]), "name": fields[1], "driver_version": fields[2]})
+    return gpus
+
+
+def parse_ibdev2netdev(text):
+    """RDMA ports and their netdevs from `ibdev2netdev` output."""
+    return [{"device": m.group(1), "port": int(m.group(2)), "netdev": m.group(3), "state": m.group(4),
+             "line": m.group(0)} for m in _PORT.finditer(text)]
+
+
+def parse_ipv4(text):
+    """IPv4 addresses (address/prefix) from `ip -o -4 addr show` output."""
+    return [f"{m.group(1)}/{m.group(2)}" for m in _INET.finditer(text)]
+
+
+def parse_meminfo(text):
+    """/proc/meminfo as bytes per field (fields given in kB)."""
+    result = {}
+    for line in text.splitlines():
+        name, _sep, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            result[name.strip()] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return result

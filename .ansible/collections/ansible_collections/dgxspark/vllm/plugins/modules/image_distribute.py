@@ -1,0 +1,472 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: image_distribute
+short_description: Stream a container image from this node to worker nodes over SSH
+version_added: 0.1.0
+description:
+  - Runs on the node that holds the image (the head). Reads the image ID of O(ref) here and, over SSH, on every worker.
+  - Streams C(CLI save REF) through SSH into C(CLI load) on each worker whose ID differs, optionally compressed with zstd,
+    workers in parallel. No archive file is written anywhere by this module.
+  - Before any transfer, checks the free space of each receiving worker's container storage and fails naming the node
+    and both numbers when it is short.
+  - After the transfers, reads the worker IDs again and fails naming any worker whose ID still differs.
+  - A transfer cut midway makes C(load) fail on a truncated stream, so the worker keeps no new tag (or its previous
+    image); the next run sees the differing ID and transfers again.
+author:
+  - dgxspark.vllm contributors (@dgxspark)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the IDs and free space and reports which workers would receive the image.
+  diff_mode:
+    support: full
+    details: Shows each worker's image ID before and after.
+  platform:
+    platforms: posix
+options:
+  ref:
+    description: The image reference (tag) to distribute, as the container CLI names it.
+    type: str
+    required: true
+  workers:
+    description: The nodes to receive the image.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: The name used in messages and results (the inventory name).
+        type: str
+        required: true
+      host:
+        description: The address this node reaches the worker at (its fabric address).
+        type: str
+        required: true
+      user:
+        description: The SSH user on the worker; the current user when not set.
+        type: str
+  container_cli:
+    description:
+      - The container CLI as a list of words, used here and on the workers, for example V([docker]) or V([sudo, docker]).
+      - It needs C(image inspect), C(save) to stdout and C(load) from stdin, as docker and podman have.
+    type: list
+    elements: str
+    default: [docker]
+  ssh_key:
+    description: Private key for the SSH connections to the workers.
+    type: str
+    default: ~/.ssh/dgxspark_node_trust_ed25519
+  ssh_known_hosts:
+    description: Known hosts file holding the workers' host keys.
+    type: str
+    default: ~/.ssh/dgxspark_known_hosts
+  ssh_port:
+    description: SSH port of the workers.
+    type: int
+    default: 22
+  ssh_strict:
+    description: Refuse unknown host keys (V(true)); V(false) accepts a new key once but still refuses a changed one.
+    type: bool
+    default: true
+  connect_timeout:
+    description: Seconds to wait for an SSH connection.
+    type: int
+    default: 10
+  compress:
+    description: Compress the stream with zstd (needs C(zstd) on this node and the workers); pays off on slow links only.
+    type: bool
+    default: false
+  parallel:
+    description: How many workers receive at the same time.
+    type: int
+    default: 4
+  storage_path:
+    description: A path on the container storage filesystem of the workers, for the free space check.
+    type: path
+    default: /var/lib/docker
+  free_space_factor:
+    description:
+      - Free space a receiving worker needs on O(storage_path), as a multiple of the image size.
+      - C(load) stages the stream before it unpacks the layers, so it needs about twice the image size while it runs.
+    type: float
+    default: 2.0
+notes:
+  - The workers are reached with strict host key checking by default; the node_trust role sets up the key and known hosts file.
+"""
+
+EXAMPLES = r"""
+- name: Stream the serving image from the head to the workers
+  dgxspark.vllm.image_distribute:
+    ref: vllm-node-minimax-m3-b12x:latest
+    workers:
+      - name: spark-2
+        host: 192.168.100.11
+        user: spark
+  register: image_distribution
+
+- name: The same with podman's docker CLI run as root, compressed for a slow link
+  dgxspark.vllm.image_distribute:
+    ref: localhost/dgxspark-sim-serving:latest
+    container_cli: [sudo, docker]
+    storage_path: /var/lib/containers
+    compress: true
+    workers:
+      - name: spark-worker-1
+        host: 10.231.104.11
+"""
+
+RETURN = r"""
+id:
+  description: The image ID of O(ref) on this node, as the container CLI prints it.
+  returned: when the image is on this node
+  type: str
+  sample: sha256:f4a27e5c680e3b9c1ecd4ad0f24a281cab298d936dd40b18fb3e1437fcccfb8a
+size:
+  description: The image size in bytes on this node.
+  returned: when the image is on this node
+  type: int
+  sample: 582789251
+workers:
+  description: One entry per worker.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The worker's name.
+      type: str
+    host:
+      description: The address it was reached at.
+      type: str
+    status:
+      description: V(present) (already identical), V(transferred), V(would_receive) (check mode) or V(failed).
+      type: str
+    previous_id:
+      description: The worker's image ID for O(ref) before the run; empty when it had none.
+      type: str
+    id:
+      description: The worker's image ID for O(ref) at the end.
+      type: str
+    free_bytes:
+      description: Free bytes on O(storage_path) before the transfer.
+      type: int
+    bytes:
+      description: Bytes sent over SSH (compressed when O(compress)).
+      type: int
+    seconds:
+      description: Wall time of the transfer and load.
+      type: float
+    message:
+      description: What went wrong, for a failed worker.
+      type: str
+  sample:
+    - name: spark-worker-1
+      host: 10.231.104.11
+      status: transferred
+      previous_id: ""
+      id: f4a27e5c680e3b9c1ecd4ad0f24a281cab298d936dd40b18fb3e1437fcccfb8a
+      free_bytes: 81024204800
+      bytes: 582810112
+      seconds: 15.2
+      message: ""
+msg:
+  description: One line per worker saying what happened.
+  returned: always
+  type: str
+"""
+
+import concurrent.futures
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import ssh_argv
+
+# How docker and podman say that a reference is not there.
+MISSING_IMAGE = re.compile(r"no such (image|object)|image not known", re.IGNORECASE)
+CHUNK = 1 << 20
+
+
+def normalize_id(image_id):
+    """Docker prints `sha256:<hex>`, podman the bare hex: compare the hex."""
+    image_id = (image_id or "").strip()
+    return image_id.split(":", 1)[1] if image_id.startswith("sha256:") else image_id
+
+
+def human(n):
+    return "%.2f GB" % (n / 1e9)
+
+
+def probe_command(cli, ref, storage_path, compress):
+    """One remote shell line: the image ID (or the CLI's error), then free KiB of the storage path."""
+    inspect = shlex.join(list(cli) + ["image", "inspect", "--format", "{{.Id}}", ref])
+    df = shlex.join(["df", "-Pk", storage_path])
+    line = "%s 2>&1; echo __rc=$?; %s 2>&1; echo __df=$?" % (inspect, df)
+    if compress:
+        line += "; command -v zstd >/dev/null; echo __zstd=$?"
+    return line
+
+
+def parse_probe(output):
+    """Parse probe_command's output into a dict: id, missing, error, free_bytes, df_error, zstd."""
+    res = {"id": "", "missing": False, "error": "", "free_bytes": None, "df_error": "", "zstd": None}
+    section, inspect_lines, df_lines = "inspect", [], []
+    for line in output.splitlines():
+        m = re.match(r"^__(rc|df|zstd)=(\d+)$", line.strip())
+        if not m:
+            (inspect_lines if section == "inspect" else df_lines).append(line)
+            continue
+        key, code = m.group(1), int(m.group(2))
+        if key == "rc":
+            text = "\n".join(inspect_lines).strip()
+            if code == 0:
+                res["id"] = text.splitlines()[-1].strip() if text else ""
+            elif MISSING_IMAGE.search(text):
+                res["missing"] = True
+            else:
+                res["error"] = text or "exit status %d" % code
+            section = "df"
+        elif key == "df":
+            rows = [r for r in df_lines if r.strip()]
+            fields = rows[-1].split() if rows else []
+            if code == 0 and len(fields) >= 4 and fields[3].isdigit():
+                res["free_bytes"] = int(fields[3]) * 1024
+            else:
+                res["df_error"] = "\n".join(df_lines).strip() or "exit status %d" % code
+            section = "done"
+        else:
+            res["zstd"] = code == 0
+    return res
+
+
+class _Tail(threading.Thread):
+    """Drains a stream and keeps its last bytes (stderr of a pipeline stage)."""
+
+    def __init__(self, stream, keep=4096):
+        super().__init__(daemon=True)
+        self.stream, self.keep, self.data = stream, keep, b""
+        self.start()
+
+    def run(self):
+        for chunk in iter(lambda: self.stream.read(4096), b""):
+            self.data = (self.data + chunk)[-self.keep:]
+
+    def text(self):
+        self.join(timeout=5)
+        return self.data.decode("utf-8", "replace").strip()
+
+
+class Distributor:
+    def __init__(self, module):
+        self.module = module
+        p = module.params
+        self.ref, self.cli = p["ref"], p["container_cli"]
+        self.ssh = dict(key=p["ssh_key"], known_hosts=p["ssh_known_hosts"], port=p["ssh_port"],
+                        strict=p["ssh_strict"], connect_timeout=p["connect_timeout"])
+
+    def ssh_cmd(self, worker, command):
+        return ssh_argv(worker["host"], command, user=worker.get("user"), **self.ssh)
+
+    def local_image(self):
+        rc, out, err = self.module.run_command(list(self.cli) + ["image", "inspect", "--format", "{{.Id}} {{.Size}}", self.ref])
+        if rc == 0:
+            image_id, size = out.strip().split()[:2]
+            return image_id, int(size)
+        if MISSING_IMAGE.search(err + out):
+            return None, None
+        self.module.fail_json(msg="%s image inspect failed on this node: %s. Make the container CLI usable by this user "
+                              "(docker group) or set container_cli (e.g. [sudo, docker])." % (shlex.join(self.cli), (err or out).strip()))
+
+    def probe(self, worker):
+        command = probe_command(self.cli, self.ref, self.module.params["storage_path"], self.module.params["compress"])
+        argv = self.ssh_cmd(worker, command)
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False, timeout=self.ssh["connect_timeout"] + 60)
+        except subprocess.TimeoutExpired:
+            return {"ssh_error": "no answer within %ds" % (self.ssh["connect_timeout"] + 60)}
+        out = proc.stdout.decode("utf-8", "replace")
+        if proc.returncode == 255 or "__rc=" not in out:
+            return {"ssh_error": proc.stderr.decode("utf-8", "replace").strip() or "ssh exit status %d" % proc.returncode}
+        return parse_probe(out)
+
+    def transfer(self, worker):
+        """save | [zstd] | ssh worker '[zstd -d |] CLI load': returns (bytes, seconds, error)."""
+        remote = shlex.join(list(self.cli) + ["load", "-q"])
+        if self.module.params["compress"]:
+            remote = "zstd -dcq | " + remote
+        start = time.monotonic()
+        stages, tails = [], []
+        save = subprocess.Popen(list(self.cli) + ["save", self.ref], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stages.append(("save", save))
+        source = save.stdout
+        if self.module.params["compress"]:
+            zstd = subprocess.Popen(["zstd", "-q", "-c", "-T0", "-3"], stdin=save.stdout,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            save.stdout.close()  # zstd owns it now; save gets SIGPIPE if zstd dies
+            stages.append(("zstd", zstd))
+            source = zstd.stdout
+        ssh = subprocess.Popen(self.ssh_cmd(worker, remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, bufsize=0)
+        stages.append(("load on %s" % worker["name"], ssh))
+        tails = {name: _Tail(p.stderr) for name, p in stages}
+        out_tail = _Tail(ssh.stdout)
+        sent, broken = 0, False
+        # Relay through this process only to count the bytes; nothing is written to disk.
+        fd = source.fileno()
+        while True:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            try:
+                view = memoryview(chunk)
+                while view:
+                    view = view[ssh.stdin.write(view):]
+            except BrokenPipeError:
+                broken = True
+                break
+            sent += len(chunk)
+        try:
+            ssh.stdin.close()
+        except BrokenPipeError:
+            broken = True
+        if broken:
+            for _name, p in stages[:-1]:
+                p.kill()
+        source.close()
+        codes = {name: p.wait() for name, p in stages}
+        seconds = round(time.monotonic() - start, 1)
+        errors = []
+        for name, p in stages:
+            if codes[name] != 0 and not (broken and p is not ssh):
+                errors.append("%s exited %d: %s" % (name, codes[name], tails[name].text() or out_tail.text()))
+        if broken and not errors:
+            errors.append("the connection to %s closed during the transfer" % worker["name"])
+        return sent, seconds, "; ".join(errors)
+
+
+def run(module):
+    p = module.params
+    d = Distributor(module)
+    if p["compress"] and not shutil.which("zstd"):
+        module.fail_json(msg="compress is on but zstd is not installed on this node: install zstd or turn compress off.")
+    names = [w["name"] for w in p["workers"]]
+    if len(set(names)) != len(names):
+        module.fail_json(msg="workers: each name must appear once, got %s" % ", ".join(names))
+
+    head_id, size = d.local_image()
+    if head_id is None and not module.check_mode:
+        module.fail_json(msg="%s is not on this node: get it here first (pull, build or load), then distribute." % p["ref"], workers=[])
+
+    results = [{"name": w["name"], "host": w["host"], "status": "", "previous_id": "", "id": "", "free_bytes": None,
+                "bytes": 0, "seconds": 0.0, "message": ""} for w in p["workers"]]
+    workers = dict((w["name"], w) for w in p["workers"])
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(len(results) or 1, 16))) as pool:
+        probes = list(pool.map(d.probe, p["workers"]))
+
+    problems = []
+    for r, pr in zip(results, probes):
+        w = workers[r["name"]]
+        if "ssh_error" in pr:
+            problems.append("%s (%s): cannot run commands over SSH as %s with key %s and known hosts %s: %s. Set up node trust "
+                            "(role dgxspark.vllm.node_trust) or fix the address." %
+                            (r["name"], r["host"], w.get("user") or "the current user", p["ssh_key"], p["ssh_known_hosts"], pr["ssh_error"]))
+            continue
+        if pr["error"]:
+            problems.append("%s: %s image inspect failed: %s. Make the container CLI usable by the SSH user there (docker group) or "
+                            "set container_cli." % (r["name"], shlex.join(p["container_cli"]), pr["error"]))
+            continue
+        r["previous_id"] = r["id"] = pr["id"]
+        r["free_bytes"] = pr["free_bytes"]
+        if head_id is not None and pr["id"] and normalize_id(pr["id"]) == normalize_id(head_id):
+            r["status"] = "present"
+            continue
+        r["status"] = "would_receive" if module.check_mode else "pending"
+        if pr["free_bytes"] is None:
+            problems.append("%s: cannot read the free space of %s: %s. Set storage_path to the container storage directory there."
+                            % (r["name"], p["storage_path"], pr["df_error"]))
+        elif size is not None and pr["free_bytes"] < size * p["free_space_factor"]:
+            problems.append("%s: %s free on %s, the image needs %s (%.1f x its size of %s). Free space there first." %
+                            (r["name"], human(pr["free_bytes"]), p["storage_path"], human(size * p["free_space_factor"]),
+                             p["free_space_factor"], human(size)))
+        if p["compress"] and pr["zstd"] is False:
+            problems.append("%s: compress is on but zstd is not installed there: install zstd or turn compress off." % r["name"])
+    if problems:
+        module.fail_json(msg="Nothing was transferred. " + " | ".join(problems), id=head_id, size=size, workers=results)
+
+    pending = [r for r in results if r["status"] == "pending"]
+    if pending:
+        with concurrent.futures.ThreadPoolExecutor(max(1, p["parallel"])) as pool:
+            outcomes = list(pool.map(lambda r: d.transfer(workers[r["name"]]), pending))
+        with concurrent.futures.ThreadPoolExecutor(max(1, min(len(pending), 16))) as pool:
+            after = list(pool.map(lambda r: d.probe(workers[r["name"]]), pending))
+        for r, (sent, seconds, error), pr in zip(pending, outcomes, after):
+            r.update(bytes=sent, seconds=seconds, id=pr.get("id", ""))
+            if normalize_id(r["id"]) == normalize_id(head_id):
+                r["status"] = "transferred"
+                continue
+            r["status"] = "failed"
+            r["message"] = error or pr.get("ssh_error") or pr.get("error") or "load finished but the ID there is %s" % (r["id"] or "absent")
+
+    def line(r):
+        if r["status"] == "present":
+            return "%s: already has %s" % (r["name"], r["id"])
+        if r["status"] == "would_receive":
+            return "%s: would receive %s%s" % (r["name"], p["ref"], " (%s)" % human(size) if size else "")
+        if r["status"] == "transferred":
+            return "%s: received %s (%s sent in %.1f s)" % (r["name"], p["ref"], human(r["bytes"]), r["seconds"])
+        return "%s: FAILED: %s" % (r["name"], r["message"])
+
+    msg = "\n".join(line(r) for r in results) or "no workers"
+    changed = any(r["status"] in ("transferred", "would_receive", "failed") for r in results)
+    diff = {"before": "".join("%s: %s\n" % (r["name"], r["previous_id"] or "absent") for r in results),
+            "after": "".join("%s: %s\n" % (r["name"], head_id or p["ref"]) for r in results)}
+    failed = [r["name"] for r in results if r["status"] == "failed"]
+    if failed:
+        module.fail_json(msg="Image %s differs from the head's on %s after the transfer. %s" % (p["ref"], ", ".join(failed), msg),
+                         id=head_id, size=size, workers=results, changed=changed)
+    module.exit_json(changed=changed, id=head_id, size=size, workers=results, msg=msg, diff=diff)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            ref=dict(type="str", required=True),
+            workers=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                host=dict(type="str", required=True),
+                user=dict(type="str"),
+            )),
+            container_cli=dict(type="list", elements="str", default=["docker"]),
+            ssh_key=dict(type="str", default="~/.ssh/dgxspark_node_trust_ed25519", no_log=False),
+            ssh_known_hosts=dict(type="str", default="~/.ssh/dgxspark_known_hosts"),
+            ssh_port=dict(type="int", default=22),
+            ssh_strict=dict(type="bool", default=True),
+            connect_timeout=dict(type="int", default=10),
+            compress=dict(type="bool", default=False),
+            parallel=dict(type="int", default=4),
+            storage_path=dict(type="path", default="/var/lib/docker"),
+            free_space_factor=dict(type="float", default=2.0),
+        ),
+        supports_check_mode=True,
+    )
+    if not module.params["container_cli"]:
+        module.fail_json(msg="container_cli is empty: give the CLI as a list, e.g. [docker] or [sudo, docker].")
+    run(module)
+
+
+if __name__ == "__main__":
+    main()

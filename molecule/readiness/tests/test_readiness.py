@@ -1,0 +1,272 @@
+"""Readiness on the simulated pair: headless converged, and every preflight failure stops the run
+with its own message before anything on a node changes."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import time
+
+import pytest
+import testinfra
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+SCENARIO = pathlib.Path(__file__).resolve().parents[1]
+# Molecule's inventory directory holds the scenario's hosts and the sim group_vars.
+INVENTORY = pathlib.Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+CLUSTER = os.environ.get("DGXSPARK_SIM_CLUSTER", "readiness")
+HEAD, WORKER = "spark-head", "spark-worker-1"
+NODES = [HEAD, WORKER]
+IFACE = "enp1s0f1np1"
+WORKER_FABRIC_IP = "10.231.108.11"
+PODMAN = ["podman", "--runtime", "runc"]
+
+# What must not move when preflight fails: boot target, desktop, /etc, the admin's home, the fabric.
+SNAPSHOT = (
+    "systemctl get-default; systemctl is-active graphical.target display-manager.service || true; "
+    "find /etc /home/spark -xdev -path /home/spark/.ansible -prune -o -type f -printf '%p %s %T@\\n' "
+    "| sort | sha256sum; ip -o link show " + IFACE + " | grep -o 'mtu [0-9]*'"
+)
+
+# A test-only stand-in put ahead of nvidia-smi on the worker: same GPU, another driver release.
+OTHER_DRIVER_STANDIN = """#!/bin/sh
+# test stand-in: nvidia-smi of a node on another driver release
+case "$*" in *--query-gpu=*) echo "0, NVIDIA GB10, 570.00.00"; exit 0;; esac
+echo "| NVIDIA-SMI 570.00.00    Driver Version: 570.00.00    CUDA Version: 13.0     |"
+"""
+
+
+def node(name):
+    return testinfra.get_host(f"ansible://{name}", ansible_inventory=str(INVENTORY))
+
+
+def sudo(name, cmd):
+    """Run a command as root on a sim node from the harness side (setup, teardown, snapshots)."""
+    out = subprocess.run(PODMAN + ["exec", f"{CLUSTER}-{name}", "sh", "-c", cmd], capture_output=True, text=True)
+    assert out.returncode == 0, f"{name}: {cmd}: {out.stderr}"
+    return out.stdout
+
+
+def playbook(*args, inventory=INVENTORY, check=False):
+    """Run the scenario's converge (preflight, then headless) as a user would; return rc and output."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_STDOUT_CALLBACK="default",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"),
+               # Fresh SSH control sockets: a master to a stopped node would hang.
+               ANSIBLE_SSH_CONTROL_PATH_DIR=str(pathlib.Path(os.environ.get("TMPDIR", "/tmp"))
+                                                / f"readiness-cp-{time.monotonic_ns()}"))
+    cmd = ["ansible-playbook", "-i", str(inventory), str(SCENARIO / "converge.yml"), *args]
+    if check:
+        cmd += ["--check", "--diff"]
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return res.returncode, res.stdout + res.stderr
+
+
+def recap_changed(output):
+    return {h: int(c) for h, c in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)}
+
+
+# --- the converged state ---------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NODES)
+def test_boots_headless(name):
+    assert node(name).check_output("systemctl get-default") == "multi-user.target"
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_display_manager_stopped_sshd_running(name):
+    host = node(name)
+    assert host.run("systemctl is-active display-manager-standin.service").stdout.strip() == "inactive"
+    assert host.run("systemctl is-active graphical.target").stdout.strip() == "inactive"
+    assert host.service("ssh").is_running
+    # The stand-in held 256 MB; its process is gone.
+    assert host.run("pgrep -f 'bytearray\\(256'").rc == 1
+
+
+def test_free_memory_short_fails_with_the_numbers():
+    # Already headless, so nothing to switch: the check alone decides.
+    rc, out = playbook("-e", "headless_gpu_memory_utilization=0.99")
+    assert rc != 0
+    assert re.search(r"spark-head: [0-9.]+ GiB free, but vLLM at gpu_memory_utilization 0\.99 needs 0\.99 x [0-9.]+ GiB "
+                     r"\+ 0\.5 GiB margin = [0-9.]+ GiB\.", out), out[-3000:]
+    assert set(recap_changed(out).values()) == {0}
+
+
+def test_drop_caches_tasks_run_alone(tmp_path):
+    play = tmp_path / "drop.yml"
+    play.write_text("""- name: Drop caches as the serving role does
+  hosts: spark
+  gather_facts: false
+  tasks:
+    - name: Drop the page cache
+      ansible.builtin.include_role:
+        name: dgxspark.vllm.headless
+        tasks_from: drop_caches.yml
+        apply:
+          tags: [drop_caches]
+      tags: [drop_caches]
+""")
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), str(play), "--tags", "drop_caches"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert out.count("after dropping the page cache") == 2, out[-3000:]
+    assert set(recap_changed(out).values()) == {0}
+
+
+# --- from a desktop again: check mode tells the truth, then the failures --------------
+
+@pytest.fixture(scope="module")
+def desktop():
+    """Both nodes back on the desktop, as a fresh DGX OS node is; headless again at the end."""
+    for name in NODES:
+        sudo(name, "systemctl set-default graphical.target && systemctl isolate graphical.target")
+        assert node(name).run("systemctl is-active display-manager-standin.service").stdout.strip() == "active"
+    yield
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    for name in NODES:
+        assert node(name).check_output("systemctl get-default") == "multi-user.target"
+
+
+def test_check_mode_reports_the_switch_and_changes_nothing(desktop):
+    before = {n: sudo(n, SNAPSHOT) for n in NODES}
+    rc, out = playbook(check=True)
+    assert rc == 0, out[-3000:]
+    assert recap_changed(out) == {HEAD: 1, WORKER: 1}
+    assert "-default: graphical.target" in out and "+default: multi-user.target" in out
+    assert "-graphical.target: active" in out and "+graphical.target: inactive" in out
+    assert {n: sudo(n, SNAPSHOT) for n in NODES} == before
+
+
+def inventory_file(tmp_path, body):
+    (tmp_path / "hosts.yml").write_text(body)
+    (tmp_path / "group_vars").symlink_to(INVENTORY / "group_vars")
+    return tmp_path
+
+
+HEAD_LINE = "spark-head: {ansible_host: 10.231.8.10, spark_fabric_ip: 10.231.108.10}"
+WORKER_LINE = "spark-worker-1: {ansible_host: 10.231.8.11, spark_fabric_ip: 10.231.108.11}"
+BAD_INVENTORIES = {
+    "two_heads": f"""all:
+  children:
+    spark:
+      children:
+        spark_head:
+          hosts:
+            {HEAD_LINE}
+            {WORKER_LINE}
+        spark_workers: {{}}
+""",
+    "no_worker": f"""all:
+  children:
+    spark:
+      children:
+        spark_head:
+          hosts:
+            {HEAD_LINE}
+""",
+    "no_fabric_ip": f"""all:
+  children:
+    spark:
+      children:
+        spark_head:
+          hosts:
+            {HEAD_LINE}
+        spark_workers:
+          hosts:
+            spark-worker-1: {{ansible_host: 10.231.8.11}}
+""",
+}
+
+
+def overrides(**args):
+    return ["-e", json.dumps({"serve_recipe_overrides": {"args": args}})]
+
+
+# name: (extra args, setup on nodes, teardown on nodes, expected message)
+CASES = {
+    "two_heads": ([], {}, {}, r"exactly one host in group 'spark_head', it has 2 \(spark-head, spark-worker-1\)"),
+    "no_worker": ([], {}, {}, r"one or more hosts in group 'spark_workers', apart from the head; it has 0"),
+    "no_fabric_ip": ([], {}, {}, r"No valid fabric address \(spark_fabric_ip\) for: spark-worker-1\."),
+    "layout": (overrides(**{"tensor-parallel-size": 4}), {}, {},
+               r"tensor-parallel-size 4 x pipeline-parallel-size 1 must equal the GPUs across the nodes: 2 node"),
+    "util": (overrides(**{"gpu-memory-utilization": 1.5}), {}, {},
+             r"gpu-memory-utilization is 1\.5; it must be a number in \(0, 1\]"),
+    "vision_no_images": (overrides(**{"limit-mm-per-prompt": {"image": 0, "video": 0}}), {}, {},
+                         r"Vision is on \(recipe minimax-m3-vision\) but limit-mm-per-prompt sets image to 0"),
+    "vision_video": (overrides(**{"limit-mm-per-prompt": {"image": 4, "video": 1}}), {}, {},
+                     r"Vision is on with a video budget \(limit-mm-per-prompt video is 1\)"),
+    "memory_plan": (overrides(**{"max-model-len": 131072}), {}, {},
+                    r"KV pool ≈ 106112 tokens < max_model_len 131072: lower max_model_len or raise util"),
+    "mtu": ([], {WORKER: f"ip link set {IFACE} mtu 1500"}, {WORKER: f"ip link set {IFACE} mtu 9000"},
+            r"The nodes disagree on the MTU of the fabric interface: spark-head=9000, spark-worker-1=1500\."),
+    "port_down": ([], {WORKER: f"ip link set {IFACE} down"}, {WORKER: f"ip link set {IFACE} up"},
+                  r"spark-worker-1: ibdev2netdev shows no Up port \(rocep1s0f1 port 1 ==> enp1s0f1np1 \(Down\)\)"),
+    "no_ipv4": ([], {WORKER: f"ip addr flush dev {IFACE}"}, {WORKER: f"ip addr add {WORKER_FABRIC_IP}/24 dev {IFACE}"},
+                r"spark-worker-1: enp1s0f1np1 has no IPv4 address\."),
+    "fabric_silent": (["-e", "preflight_connect_timeout=3"],
+                      {HEAD: f"ip route add blackhole {WORKER_FABRIC_IP}/32"},
+                      {HEAD: f"ip route del blackhole {WORKER_FABRIC_IP}/32"},
+                      rf"From spark-head, no answer on TCP 22 at the fabric address of spark-worker-1 \({WORKER_FABRIC_IP}\)"),
+    "ssh_refused": ([], {HEAD: "su spark -c \"ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/dgxspark_node_trust_ed25519\""},
+                    {HEAD: "rm -f /home/spark/.ssh/dgxspark_node_trust_ed25519 /home/spark/.ssh/dgxspark_node_trust_ed25519.pub"},
+                    r"spark-head cannot log in non-interactively \(ssh -o BatchMode=yes, .*\) to: spark-worker-1"),
+    "driver": ([], {WORKER: "mv /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi.sim && "
+                    "cat > /usr/local/bin/nvidia-smi <<'EOF'\n" + OTHER_DRIVER_STANDIN + "EOF\n"
+                    "chmod 0755 /usr/local/bin/nvidia-smi"},
+               {WORKER: "mv -f /usr/local/bin/nvidia-smi.sim /usr/local/bin/nvidia-smi"},
+               r"The nodes disagree on the GPU driver version: spark-head=[0-9.]+, spark-worker-1=570\.00\.00\."),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_preflight_failure_stops_the_run_and_changes_nothing(desktop, tmp_path, case):
+    args, setup, teardown, message = CASES[case]
+    inventory = inventory_file(tmp_path, BAD_INVENTORIES[case]) if case in BAD_INVENTORIES else INVENTORY
+    for name, cmd in setup.items():
+        sudo(name, cmd)
+    try:
+        before = {n: sudo(n, SNAPSHOT) for n in NODES}
+        rc, out = playbook(*args, inventory=inventory)
+        after = {n: sudo(n, SNAPSHOT) for n in NODES}
+    finally:
+        for name, cmd in teardown.items():
+            sudo(name, cmd)
+    assert rc != 0, out[-3000:]
+    errors = re.findall(r"^\[ERROR\]: Task failed: Action failed: (.*)$", out, re.M)
+    assert errors and all(re.search(message, e) for e in errors), out[-3000:]
+    assert "PLAY [Headless nodes]" not in out
+    assert set(recap_changed(out).values()) == {0}, out[-2000:]
+    # Still on the desktop: headless, which would have switched them, never ran.
+    assert after == before
+    assert all(s.startswith("graphical.target") for s in after.values())
+
+
+def test_down_node_stops_the_run_naming_it(desktop):
+    before = sudo(HEAD, SNAPSHOT)
+    container = f"{CLUSTER}-{WORKER}"
+    subprocess.run(PODMAN + ["stop", "-t", "0", container], check=True, capture_output=True)
+    try:
+        rc, out = playbook("-e", "preflight_connect_timeout=3")
+    finally:
+        subprocess.run(PODMAN + ["start", container], check=True, capture_output=True)
+        wait_for_ssh(WORKER)
+    assert rc != 0, out[-3000:]
+    assert re.search(r"Not reachable over SSH from this machine: spark-worker-1 \(", out), out[-3000:]
+    assert "PLAY [Headless nodes]" not in out
+    assert sudo(HEAD, SNAPSHOT) == before
+
+
+def wait_for_ssh(name, timeout=90):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if node(name).run("true").rc == 0:
+                return
+        except Exception:  # the ansible backend raises while the node is still booting
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} did not answer over SSH {timeout}s after podman start")
+        time.sleep(1)

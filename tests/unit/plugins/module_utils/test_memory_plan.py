@@ -1,0 +1,99 @@
+"""The memory plan against the pair's measurements (roles/serve/vars/recipes)."""
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils._memory_plan import (
+    MemoryPlanError, plan, plan_recipe, video_enabled)
+
+RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
+
+
+def recipe(name, **args):
+    data = yaml.safe_load((RECIPES / f"{name}.yml").read_text())
+    data["args"].update(args)
+    return data
+
+
+def test_vision_recipe_gives_the_measured_pool():
+    # Seed: util 0.92, vision on, video 0 -> a 106,112-token pool.
+    result = plan_recipe(recipe("minimax-m3-vision"))
+    assert result["kv_pool_tokens"] == 106112
+    assert result["kv_pool_tokens"] >= recipe("minimax-m3-vision")["args"]["max-model-len"]
+    assert result["vision_tower_gib"] > 0 and result["video_profile_gib"] == 0
+
+
+def test_text_recipe_has_room_for_196k_context():
+    result = plan_recipe(recipe("minimax-m3-text"))
+    assert result["vision_tower_gib"] == 0
+    assert 196608 <= result["kv_pool_tokens"] < 230000
+
+
+def test_video_budget_left_on_leaves_no_kv_memory():
+    # Seed: without video 0, KV init failed with "No available memory for the cache blocks".
+    result = plan_recipe(recipe("minimax-m3-vision", **{"limit-mm-per-prompt": {"image": 4}}))
+    assert result["video_profile_gib"] > 0
+    assert result["kv_cache_gib"] < 0
+    assert result["kv_pool_tokens"] == 0
+
+
+def test_text_recipe_at_vision_util_does_not_hold_196k():
+    result = plan_recipe(recipe("minimax-m3-text", **{"gpu-memory-utilization": 0.92}))
+    assert result["kv_pool_tokens"] < 196608
+
+
+def test_language_model_only_drops_the_vision_tower():
+    with_tower = plan_recipe(recipe("minimax-m3-vision"))
+    without = plan_recipe(recipe("minimax-m3-vision", **{"language-model-only": True}))
+    assert without["vision_tower_gib"] == 0
+    assert without["kv_pool_tokens"] > with_tower["kv_pool_tokens"]
+
+
+def test_pool_grows_with_util_and_shrinks_with_wider_kv():
+    memory = recipe("minimax-m3-text")["memory"]
+    low = plan(memory, 0.90, "nvfp4", False, False, 128)["kv_pool_tokens"]
+    high = plan(memory, 0.95, "nvfp4", False, False, 128)["kv_pool_tokens"]
+    fp8 = plan(memory, 0.95, "fp8", False, False, 128)["kv_pool_tokens"]
+    assert low < high
+    assert fp8 < high
+
+
+def test_pool_is_whole_blocks():
+    memory = recipe("minimax-m3-text")["memory"]
+    for util in (0.91, 0.93, 0.97):
+        assert plan(memory, util, "nvfp4", False, False, 128)["kv_pool_tokens"] % 128 == 0
+
+
+def test_hand_computed_plan():
+    memory = {"node_total_gib": 100, "weights_gib": 50, "overhead_gib": 10, "vision_tower_gib": 4,
+              "video_profile_gib": 6, "kv_bytes_per_token": {"fp8": 1024 * 1024}}
+    # 0.9 * 100 - 50 - 10 - 4 = 26 GiB at 1 MiB per token = 26624 tokens = 1664 blocks of 16.
+    result = plan(memory, 0.9, "fp8", True, False, 16)
+    assert result["kv_cache_gib"] == pytest.approx(26)
+    assert result["kv_pool_tokens"] == 26624
+
+
+@pytest.mark.parametrize("limits,enabled", [
+    (None, True), ({}, True), ({"image": 4}, True), ({"image": 4, "video": 0}, False), ({"video": 2}, True)])
+def test_video_enabled(limits, enabled):
+    assert video_enabled(limits) is enabled
+
+
+@pytest.mark.parametrize("util", [0, -0.1, 1.01, "0.9", True])
+def test_util_out_of_range(util):
+    with pytest.raises(MemoryPlanError, match="gpu_memory_utilization"):
+        plan(recipe("minimax-m3-text")["memory"], util, "nvfp4", False, False)
+
+
+def test_unknown_kv_dtype_names_the_known_ones():
+    with pytest.raises(MemoryPlanError, match="fp4_e2m1.*known: .*nvfp4"):
+        plan(recipe("minimax-m3-text")["memory"], 0.9, "fp4_e2m1", False, False)
+
+
+def test_missing_constants():
+    with pytest.raises(MemoryPlanError, match="lacks weights_gib"):
+        plan({"node_total_gib": 121.69, "overhead_gib": 1, "vision_tower_gib": 4, "video_profile_gib": 6,
+              "kv_bytes_per_token": {"nvfp4": 1}}, 0.9, "nvfp4", False, False)
+    with pytest.raises(MemoryPlanError, match="no 'memory' mapping"):
+        plan_recipe({"args": {}})

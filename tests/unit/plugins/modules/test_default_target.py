@@ -1,0 +1,94 @@
+"""default_target: set-default and isolate only when needed; check mode and diff tell the truth."""
+import pytest
+from readiness_harness import run_module  # noqa: F401  (fixture)
+
+from ansible.module_utils import basic
+from ansible_collections.dgxspark.vllm.plugins.modules import default_target
+
+
+class FakeSystemd:
+    """systemctl with a default target and a set of active units; records what ran."""
+
+    def __init__(self, default, active):
+        self.default = default
+        self.active = set(active)
+        self.calls = []
+
+    def run_command(self, module, args, **kwargs):
+        verb = args[1:]
+        self.calls.append(verb)
+        if verb == ["get-default"]:
+            return 0, self.default + "\n", ""
+        if verb[0] == "is-active":
+            state = "active" if verb[1] in self.active else "inactive"
+            return (0 if state == "active" else 3), state + "\n", ""
+        if verb[0] == "set-default":
+            self.default = verb[1]
+            return 0, "", ""
+        if verb[0] == "isolate":
+            self.active = {verb[1]}
+            return 0, "", ""
+        raise AssertionError(f"unexpected systemctl {verb}")
+
+    def writes(self):
+        return [c for c in self.calls if c[0] in ("set-default", "isolate")]
+
+
+@pytest.fixture
+def systemd(monkeypatch):
+    def make(default, active):
+        fake = FakeSystemd(default, active)
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, args, **kw: fake.run_command(self, args, **kw))
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: "/bin/" + name)
+        return fake
+    return make
+
+
+DESKTOP = ["graphical.target", "multi-user.target", "display-manager.service"]
+
+
+def test_desktop_node_is_switched(run_module, systemd):
+    fake = systemd("graphical.target", DESKTOP)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    assert result["changed"] and result["isolated"]
+    assert result["default_before"] == "graphical.target"
+    assert fake.writes() == [["set-default", "multi-user.target"], ["isolate", "multi-user.target"]]
+
+
+def test_second_run_changes_nothing(run_module, systemd):
+    fake = systemd("multi-user.target", ["multi-user.target"])
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    assert not result["changed"] and not result["isolated"]
+    assert fake.writes() == []
+
+
+def test_check_mode_reports_without_writing(run_module, systemd):
+    fake = systemd("graphical.target", DESKTOP)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True,
+                                              "_ansible_check_mode": True, "_ansible_diff": True}).result
+    assert result["changed"] and result["isolated"]
+    assert fake.writes() == []
+    assert "default: graphical.target" in result["diff"]["before"]
+    assert "default: multi-user.target" in result["diff"]["after"]
+    assert "graphical.target: active" in result["diff"]["before"]
+    assert "graphical.target: inactive" in result["diff"]["after"]
+
+
+def test_default_only_leaves_the_desktop_running(run_module, systemd):
+    fake = systemd("graphical.target", DESKTOP)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": False}).result
+    assert result["changed"] and not result["isolated"]
+    assert fake.writes() == [["set-default", "multi-user.target"]]
+
+
+def test_isolates_when_default_set_but_desktop_still_up(run_module, systemd):
+    fake = systemd("multi-user.target", DESKTOP)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    assert result["changed"] and result["isolated"]
+    assert fake.writes() == [["isolate", "multi-user.target"]]
+
+
+def test_rejects_a_non_target(run_module, systemd):
+    systemd("graphical.target", DESKTOP)
+    exc = run_module(default_target.main, {"target": "gdm.service"})
+    assert exc.failed and "NAME.target" in exc.result["msg"]
