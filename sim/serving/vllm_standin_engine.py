@@ -191,6 +191,8 @@ def ray_backend(engine, wait_s):
     from ray.util.placement_group import placement_group  # pylint: disable=import-outside-toplevel
 
     ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), logging_level="ERROR", log_to_driver=False)
+    # ray.init installs its own SIGTERM handler (abort); a stopped engine exits cleanly like vLLM's.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     log(f"connected to Ray; reserving {engine.world} GPU bundle(s) for TP x PP = {engine.world}")
     engine.state = f"waiting for {engine.world} GPUs in the Ray cluster"
     pg = placement_group([{"GPU": 1}] * engine.world, strategy="PACK")
