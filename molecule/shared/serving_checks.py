@@ -1,0 +1,143 @@
+"""Checks shared by the serving scenarios (serve, quad): units, Ray membership, the rendered
+command line against the recipe, the API. Imported by each scenario's tests."""
+import base64
+import hashlib
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import time
+
+import testinfra
+import yaml
+
+PROJECT = pathlib.Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", pathlib.Path(__file__).resolve().parents[2]))
+INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+RECIPES = PROJECT / "roles" / "serve" / "vars" / "recipes"
+RAY_NODES = (PROJECT / "roles" / "ray_cluster" / "files" / "ray_nodes.py").read_text()
+PIDFILE = "/tmp/dgxspark-vllm.pid"
+
+
+def inventory():
+    """hosts.yml of the scenario: {name: hostvars} plus the spark group's vars."""
+    data = yaml.safe_load((pathlib.Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "inventory" / "hosts.yml").read_text())
+    spark = data["all"]["children"]["spark"]
+    hosts = {}
+    for group in ("spark_head", "spark_workers"):
+        for name, hv in spark["children"][group]["hosts"].items():
+            hosts[name] = dict(spark.get("vars", {}), **hv, group=group)
+    return hosts
+
+
+def node(name):
+    return testinfra.get_host(f"ansible://{name}?force_ansible=True", ansible_inventory=INVENTORY)
+
+
+def recipe(name="minimax-m3-vision"):
+    return yaml.safe_load((RECIPES / f"{name}.yml").read_text())
+
+
+def ray_members(head, fabric_ips):
+    out = head.run("printf %s " + shlex.quote(RAY_NODES) + " | sudo docker exec -i dgxspark-ray python3 - 1 "
+                   + " ".join(fabric_ips))
+    assert out.rc == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def engine_argv(head, container="dgxspark-ray"):
+    pid = head.check_output(f"sudo docker exec {container} cat {PIDFILE}")
+    raw = head.check_output(f"sudo docker exec {container} cat /proc/{pid}/cmdline | base64 -w0")
+    return [w.decode() for w in base64.b64decode(raw).split(b"\0") if w]
+
+
+def engine_environ(head, container="dgxspark-ray"):
+    pid = head.check_output(f"sudo docker exec {container} cat {PIDFILE}")
+    raw = head.check_output(f"sudo docker exec {container} cat /proc/{pid}/environ | base64 -w0")
+    return dict(w.decode().split("=", 1) for w in base64.b64decode(raw).split(b"\0") if b"=" in w)
+
+
+def flag_value(argv, flag):
+    assert f"--{flag}" in argv, f"--{flag} missing from {argv}"
+    return argv[argv.index(f"--{flag}") + 1]
+
+
+def assert_argv_follows_recipe(argv, data):
+    """Every recipe flag is in the running command line with the recipe's value (JSON compared as data)."""
+    assert argv[argv.index("serve") + 1] == data["model"]
+    for flag, value in data["args"].items():
+        if value is True:
+            assert f"--{flag}" in argv, flag
+        elif value in (False, None):
+            assert f"--{flag}" not in argv, flag
+        elif isinstance(value, (dict, list)):
+            assert json.loads(flag_value(argv, flag)) == value, flag
+        else:
+            assert flag_value(argv, flag) == str(value), flag
+    if "served_model_name" in data:
+        assert flag_value(argv, "served-model-name") == data["served_model_name"]
+
+
+def api(head, url, key=None, body=None):
+    """HTTP status and body of a request made on the head (curl, loopback or the API address)."""
+    cmd = "curl -s -m 10 -o /tmp/api-body -w '%{http_code}' "
+    if key:
+        cmd += f"-H 'Authorization: Bearer {key}' "
+    if body is not None:
+        cmd += "-H 'Content-Type: application/json' --data-binary @- "
+    feed = "printf %s " + shlex.quote(json.dumps(body)) + " | " if body is not None else ""
+    out = head.run(feed + cmd + shlex.quote(url) + "; echo; cat /tmp/api-body")
+    status, _, text = out.stdout.partition("\n")
+    return int(status or 0), text
+
+
+def chat_with_image(head, base_url, key, model):
+    image = hashlib.sha256(b"dgxspark").digest() * 64  # 2 KiB of bytes standing for an image
+    body = {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is in this image?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(image).decode()}}]}]}
+    status, text = api(head, base_url + "/v1/chat/completions", key, body)
+    assert status == 200, text
+    content = json.loads(text)["choices"][0]["message"]["content"]
+    assert content.startswith("[vllm stand-in] "), content
+    reply = json.loads(content.partition("] ")[2])
+    assert reply["texts"] == ["What is in this image?"]
+    assert reply["images"] == [{"mime": "image/png", "bytes": len(image), "sha256": hashlib.sha256(image).hexdigest()}]
+
+
+def wait_health(head, url, timeout, want=200):
+    """Seconds until /health answers `want` (or None at the timeout)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if api(head, url + "/health")[0] == want:
+            return time.monotonic() - t0
+        time.sleep(1)
+    return None
+
+
+def playbook(*args, timeout=900):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(PROJECT / ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
+    return subprocess.run(["ansible-playbook", "-i", INVENTORY, *args], cwd=PROJECT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+
+
+def container_cmd(host, container):
+    """The command a container was started with (docker inspect, parsed here: no templates in commands)."""
+    return json.loads(host.check_output(f"sudo docker inspect {container}"))[0]["Config"]["Cmd"]
+
+
+def start_node_again(container, mgmt_ip, timeout=240):
+    """Start a stopped sim node and wait until SSH answers (a restarted node can take a while
+    before its new link address is known to the host)."""
+    subprocess.run(["podman", "--runtime", "runc", "start", container], check=True, capture_output=True)
+    key = pathlib.Path.home() / ".cache" / "dgxspark-sim" / "ssh" / "id_ed25519"
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        res = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+                              "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                              "-o", "LogLevel=ERROR", f"spark@{mgmt_ip}", "true"], check=False, capture_output=True)
+        if res.returncode == 0:
+            return
+        time.sleep(2)
+    raise AssertionError(f"{container} did not answer SSH within {timeout}s after a restart")
