@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 # Fields a chunk's delta may carry generated text in (reasoning parsers split it out).
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
@@ -124,7 +125,7 @@ class Client:
         self.timeout = timeout
         self.clock = clock
 
-    def _request(self, path, body=None):
+    def _open(self, path, body=None):
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
@@ -132,22 +133,22 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
-        return urllib.request.Request(self.base_url + path, data=data, headers=headers)
+        return open_url(self.base_url + path, data=data, headers=headers, timeout=self.timeout,
+                        method="POST" if data is not None else "GET")
 
     def models(self):
-        with urllib.request.urlopen(self._request("/v1/models"), timeout=self.timeout) as response:
+        with self._open("/v1/models") as response:
             return json.loads(response.read().decode("utf-8")).get("data") or []
 
     def version(self):
         """vLLM's /version, or 'unknown' where the server has none."""
         try:
-            with urllib.request.urlopen(self._request("/version"), timeout=self.timeout) as response:
+            with self._open("/version") as response:
                 return str(json.loads(response.read().decode("utf-8")).get("version", "unknown"))
         except Exception:  # pylint: disable=broad-except
             return "unknown"
 
     def run(self, model, prompt, max_tokens, ignore_eos=True):
-        request = self._request("/v1/chat/completions", chat_body(model, prompt, max_tokens, ignore_eos))
         started = self.clock()
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+        with self._open("/v1/chat/completions", chat_body(model, prompt, max_tokens, ignore_eos)) as response:
             return measure(response, started, self.clock)
