@@ -10,13 +10,12 @@ and every file it lists still has its size; the content hashes are checked when 
 
 from __future__ import annotations
 
-import concurrent.futures
-import hashlib
 import json
 import os
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest
+
 MARKER = ".dgxspark-complete.json"
-CHUNK = 4 * 1024 * 1024
 
 
 def model_dir(cache_dir, model):
@@ -24,14 +23,6 @@ def model_dir(cache_dir, model):
     if not model or model.count("/") != 1 or any(part in ("", ".", "..") for part in model.split("/")):
         raise ValueError(f"model {model!r} is not of the form ORG/NAME")
     return os.path.join(cache_dir, "models--" + model.replace("/", "--"))
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def content_files(path):
@@ -47,13 +38,12 @@ def content_files(path):
     return sorted(found)
 
 
-def manifest(path, model, workers=8):
-    """Size and sha256 of every content file (hashed in parallel; hashlib releases the GIL)."""
+def manifest(path, model, workers=0):
+    """Size and sha256 of every content file, hashed by the same code as the Triton cache sync."""
     files = content_files(path)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        digests = list(pool.map(lambda rel: sha256_file(os.path.join(path, rel)), files))
-    entries = {rel: {"size": os.path.getsize(os.path.join(path, rel)), "sha256": digest}
-               for rel, digest in zip(files, digests)}
+    digests = _manifest.hash_files(path, files, workers)
+    entries = {rel: {"size": os.path.getsize(os.path.join(path, rel)), "sha256": digests[rel]}
+               for rel in files}
     revision = None
     ref = os.path.join(path, "refs", "main")
     if os.path.isfile(ref):
