@@ -14,22 +14,7 @@ from ansible_collections.dgxspark.vllm.plugins.modules import triton_cache_sync
 FIXTURE = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "triton-cache-h200-triton3.6.tgz"
 
 
-class Exit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result.get("msg"))
-        self.result, self.failed = result, failed
-
-
-@pytest.fixture(autouse=True)
-def no_exit(monkeypatch):
-    def exit_json(self, **kw):
-        raise Exit(kw, False)
-
-    def fail_json(self, **kw):
-        raise Exit(kw, True)
-    from ansible.module_utils.basic import AnsibleModule
-    monkeypatch.setattr(AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(AnsibleModule, "fail_json", fail_json)
+from module_exit import Exit, no_exit  # noqa: F401  pylint: disable=unused-import  (autouse fixture)
 
 
 def run(check=False, diff=False, **args):
