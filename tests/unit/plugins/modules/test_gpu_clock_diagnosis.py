@@ -16,6 +16,8 @@ d = pathlib.Path({dir!r})
 fixtures = pathlib.Path({fixtures!r})
 gpu, state = (d / "state").read_text().split()
 loaded = (d / "load").exists() and state != "idle"
+if loaded:
+    (d / "seen").touch()  # a load can wait for this to end right after the GPU was seen busy
 if gpu == "gb10":
     query, perf = ("gb10/query_%s_load.csv" % state, "gb10/perf_%s_load.txt" % state) if loaded else (
         "gb10/query_idle.csv", "gb10/perf_idle.txt")
@@ -102,8 +104,10 @@ def test_a_failing_load_fails_with_its_output(gpu):
 
 
 def test_a_load_too_short_to_sample_fails(gpu):
-    args = gpu("healthy", interval=0.5)
-    args["load_command"] = ["sh", "-c", f"touch {gpu.marker}; sleep 0.6; rm -f {gpu.marker}"]
+    # The load ends as soon as the GPU has been seen busy once (no race with a sleep on a slow machine).
+    seen = gpu.marker.parent / "seen"
+    args = gpu("healthy", interval=1.0)
+    args["load_command"] = ["sh", "-c", f"touch {gpu.marker}; until [ -e {seen} ]; do sleep 0.02; done; rm -f {gpu.marker}"]
     out = run(**args)
     assert out.failed and "longer" in out.result["msg"]
 
