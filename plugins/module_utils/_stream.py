@@ -33,8 +33,9 @@ class _Tail(threading.Thread):
 def relay(producers, sink_name, sink_argv, chunk=1 << 20):
     """Run producers [(name, argv), ...] as a pipe chain and relay its output into sink_argv.
 
-    Returns (bytes sent, seconds, error text or ""). A sink that goes away mid-stream
-    (a cut connection) stops the producers and is reported as such.
+    Returns (bytes sent, seconds, error text or "", the last 4 KiB of the sink's stdout).
+    A sink that goes away mid-stream (a cut connection) stops the producers and is
+    reported as such.
     """
     start = time.monotonic()
     stages, source = [], None
@@ -80,4 +81,4 @@ def relay(producers, sink_name, sink_argv, chunk=1 << 20):
             errors.append("%s exited %d: %s" % (name, codes[name], tails[name].text() or out_tail.text()))
     if broken and not errors:
         errors.append("the connection closed during the transfer")
-    return sent, seconds, "; ".join(errors)
+    return sent, seconds, "; ".join(errors), out_tail.text()

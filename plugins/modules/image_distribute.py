@@ -284,16 +284,20 @@ class Distributor:
         return parse_probe(out)
 
     def transfer(self, worker):
-        """save | [zstd] | ssh worker '[zstd -d |] CLI load': returns (bytes, seconds, error)."""
-        remote = shlex.join(list(self.cli) + ["load", "-q"])
+        """save | [zstd] | ssh worker '[zstd -d |] CLI load && CLI image inspect':
+        returns (bytes, seconds, error, the ID the worker has now)."""
+        # The ID is read in the same SSH session as the load: the proof costs no second connection.
+        remote = "%s && %s" % (shlex.join(list(self.cli) + ["load", "-q"]),
+                               shlex.join(list(self.cli) + ["image", "inspect", "--format", "__id={{.Id}}", self.ref]))
         if self.module.params["compress"]:
             remote = "zstd -dcq | " + remote
         producers = [("save", list(self.cli) + ["save", self.ref])]
         if self.module.params["compress"]:
             producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))
         # Relayed through this process only to count the bytes; nothing is written to disk.
-        sent, seconds, error = relay(producers, "load on %s" % worker["name"], self.ssh_cmd(worker, remote), CHUNK)
-        return sent, seconds, error.replace("the connection closed", "the connection to %s closed" % worker["name"])
+        sent, seconds, error, output = relay(producers, "load on %s" % worker["name"], self.ssh_cmd(worker, remote), CHUNK)
+        new_id = ([line.strip()[5:] for line in output.splitlines() if line.strip().startswith("__id=")] or [""])[-1]
+        return sent, seconds, error.replace("the connection closed", "the connection to %s closed" % worker["name"]), new_id
 
 
 def run(module):
@@ -305,15 +309,16 @@ def run(module):
     if len(set(names)) != len(names):
         module.fail_json(msg="workers: each name must appear once, got %s" % ", ".join(names))
 
-    head_id, size = d.local_image()
-    if head_id is None and not module.check_mode:
-        module.fail_json(msg="%s is not on this node: get it here first (pull, build or load), then distribute." % p["ref"], workers=[])
-
     results = [{"name": w["name"], "host": w["host"], "status": "", "previous_id": "", "id": "", "free_bytes": None,
                 "bytes": 0, "seconds": 0.0, "message": ""} for w in p["workers"]]
     workers = dict((w["name"], w) for w in p["workers"])
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(results) or 1, 16))) as pool:
-        probes = list(pool.map(d.probe, p["workers"]))
+        # The workers are probed while this node inspects its own image.
+        futures = [pool.submit(d.probe, w) for w in p["workers"]]
+        head_id, size = d.local_image()
+        probes = [f.result() for f in futures]
+    if head_id is None and not module.check_mode:
+        module.fail_json(msg="%s is not on this node: get it here first (pull, build or load), then distribute." % p["ref"], workers=[])
 
     problems = []
     for r, pr in zip(results, probes):
@@ -349,15 +354,16 @@ def run(module):
     if pending:
         with concurrent.futures.ThreadPoolExecutor(max(1, p["parallel"])) as pool:
             outcomes = list(pool.map(lambda r: d.transfer(workers[r["name"]]), pending))
-        with concurrent.futures.ThreadPoolExecutor(max(1, min(len(pending), 16))) as pool:
-            after = list(pool.map(lambda r: d.probe(workers[r["name"]]), pending))
-        for r, (sent, seconds, error), pr in zip(pending, outcomes, after):
-            r.update(bytes=sent, seconds=seconds, id=pr.get("id", ""))
+        for r, (sent, seconds, error, new_id) in zip(pending, outcomes):
+            if not new_id and not error:  # loaded, but the ID did not come back: ask again
+                pr = d.probe(workers[r["name"]])
+                new_id, error = pr.get("id", ""), pr.get("ssh_error") or pr.get("error") or ""
+            r.update(bytes=sent, seconds=seconds, id=new_id)
             if normalize_id(r["id"]) == normalize_id(head_id):
                 r["status"] = "transferred"
                 continue
             r["status"] = "failed"
-            r["message"] = error or pr.get("ssh_error") or pr.get("error") or "load finished but the ID there is %s" % (r["id"] or "absent")
+            r["message"] = error or "load finished but the ID there is %s" % (r["id"] or "absent")
 
     def line(r):
         if r["status"] == "present":

@@ -269,6 +269,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import CIPHERS
 
 HOST_KEY_CHECKING = {"strict": "yes", "accept-new": "accept-new", "off": "no"}
 
@@ -305,7 +306,8 @@ class Node(object):
         p = self.params
         argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=%d" % p["connect_timeout"],
                 "-o", "StrictHostKeyChecking=%s" % HOST_KEY_CHECKING[p["host_key_checking"]],
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR"]
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR",
+                "-o", "Ciphers=%s" % CIPHERS]
         if p["known_hosts"]:
             argv += ["-o", "UserKnownHostsFile=%s" % p["known_hosts"]]
         elif p["host_key_checking"] == "off":
@@ -322,17 +324,31 @@ class Node(object):
     def sudo(self):
         return "sudo -n " if self.params["become"] else ""
 
-    def request(self, req):
-        """Run one _manifest request on the node, return its JSON answer."""
+    def request(self, req, src_digest=None):
+        """Run one _manifest request on the node, return its JSON answer.
+
+        ``src_digest`` (a Future of the source's tree digest) makes it an exchange: the node starts
+        on its manifest while this node hashes its own, then gets the digest, and answers an equal
+        tree with ``same`` instead of every file (see _manifest.answer_to).
+        """
         req = dict(req, path=self.root or self.path, workers=self.params["parallel"],
-                   excludes=self.params["exclude"])
+                   excludes=self.params["exclude"], exchange=src_digest is not None)
         if self.local:
             out = mf.run_action(req)
         else:
             remote = "%spython3 -c %s \"$HOME\"" % (self.sudo(), shlex.quote(mf.BOOTSTRAP))
-            payload = json.dumps(dict(req, code=mf.source_text()))
-            res = subprocess.run(self.ssh_argv() + [self.target, remote], input=payload,
-                                 capture_output=True, text=True, check=False)
+            proc = subprocess.Popen(self.ssh_argv() + [self.target, remote], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            second = None
+            try:
+                proc.stdin.write(json.dumps(dict(req, code=mf.source_text())) + "\n")
+                proc.stdin.flush()
+                if src_digest is not None:
+                    second = json.dumps({"digest": src_digest.result()}) + "\n"
+            except OSError:
+                second = None  # ssh or the node's python3 is gone (a broken pipe); its stderr says why
+            stdout, stderr = proc.communicate(input=second)
+            res = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
             if res.returncode == 255:
                 raise DestError(ssh_failure(self, res.stderr))
             if res.returncode != 0 or not res.stdout.strip():
@@ -582,15 +598,26 @@ def run(module, src_root, src_name, nodes):
     req = {"action": "manifest", "hash": content, "sweep": not module.check_mode, "check": module.check_mode,
            "cache": cache, "owner": p["owner"], "group": p["group"]}
     failures, mans = {}, {}
-    # Destination manifests are built on the destinations while this node hashes its own tree.
+    # Destination manifests are built on the destinations while this node hashes its own tree;
+    # then each destination gets this tree's digest and answers an equal tree in a few bytes.
+    src_digest = concurrent.futures.Future() if content else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
-        futures = {pool.submit(node.request, req): node for node in nodes}
-        src = mf.build(src_root, p["exclude"], content, p["parallel"], cache=cache, write_cache=not module.check_mode)
+        futures = {pool.submit(node.request, req, src_digest): node for node in nodes}
+        src = None
+        try:
+            src = mf.build(src_root, p["exclude"], content, p["parallel"], cache=cache, write_cache=not module.check_mode)
+        finally:
+            if src_digest is not None:
+                src_digest.set_result(mf.digest(src) if src is not None and not src["unreadable"] else None)
         for fut, node in futures.items():
             try:
                 mans[node.name] = fut.result()
             except DestError as exc:
                 failures[node.name] = str(exc)
+    for man in mans.values():
+        if man.pop("same", False):  # the destination's tree equals this one
+            man.update(files={r: list(v) for r, v in src["files"].items()}, links=dict(src["links"]),
+                       dirs=list(src["dirs"]), unwritable=[])
     if src["unreadable"]:
         module.fail_json(msg="%d entries under %s cannot be read by %s (e.g. %s), written by root from the serving container?: "
                          "run the task with become: true (and ssh_key/known_hosts as absolute paths), or make them readable "

@@ -2,6 +2,10 @@
 
 import os
 import shlex
+import shutil
+import subprocess
+
+import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
 
@@ -43,3 +47,14 @@ def test_rsync_rsh_is_the_same_ssh_without_destination():
     rsh = shlex.split(_ssh.rsync_rsh(key="/k", known_hosts="/kh"))
     assert rsh == _ssh.ssh_base(key="/k", known_hosts="/kh")
     assert rsh[0] == "ssh" and "--" not in rsh
+
+
+@pytest.mark.skipif(not shutil.which("ssh"), reason="no ssh client here")
+def test_the_cipher_preference_is_valid_for_ssh_and_puts_aes_gcm_first():
+    # ssh -G only resolves the configuration; nothing connects.
+    argv = _ssh.ssh_base()[:1] + ["-G"] + _ssh.ssh_base()[1:] + ["nohost.invalid"]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    ciphers = next(line.split()[1] for line in res.stdout.splitlines() if line.startswith("ciphers "))
+    assert ciphers.split(",")[:2] == ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"]
+    assert "chacha20-poly1305@openssh.com" in ciphers  # the defaults stay, after them

@@ -121,6 +121,15 @@ def test_streams_to_workers_that_lack_the_image_then_does_nothing(cluster, capsy
     assert not again["changed"] and {w["status"] for w in again["workers"]} == {"present"}
 
 
+def test_the_new_id_comes_back_in_the_load_session(cluster, capsys, monkeypatch):
+    probed = []
+    real = mod.Distributor.probe
+    monkeypatch.setattr(mod.Distributor, "probe", lambda self, w: probed.append(w["name"]) or real(self, w))
+    res = run_module(cluster.args(), capsys)
+    assert [by_name(res)[n]["id"] for n in ("w1", "w2")] == [HEAD_ID, HEAD_ID]
+    assert sorted(probed) == ["w1", "w2"]  # one probe each before the transfer, none after
+
+
 def test_only_the_differing_worker_receives(cluster, capsys):
     cluster.set_worker_id("w1", HEAD_ID)
     cluster.set_worker_id("w2", "b" * 64)

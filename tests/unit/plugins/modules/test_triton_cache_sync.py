@@ -1,4 +1,5 @@
-"""triton_cache_sync end to end on local destinations (the SSH path runs in the molecule scenario)."""
+"""triton_cache_sync end to end on local destinations, and over a stand-in ssh that runs the remote side here
+(the real SSH path runs in the molecule scenario)."""
 import json
 import os
 import pathlib
@@ -193,3 +194,51 @@ def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_pat
     rel = str(victim.relative_to(worker))
     assert fixed.result["dest"][str(worker)]["content_mismatch"] == [rel]
     assert tree(worker) == tree(head)
+
+
+FAKE_SSH = r'''#!{python}
+"""Test stand-in for ssh: runs the remote command here with sh, logs each manifest answer's size."""
+import os, subprocess, sys
+args, i = sys.argv[1:], 0
+while args[i].startswith("-"):
+    i += 2 if args[i] in ("-o", "-i", "-p", "-O", "-l") else 1
+command = " ".join(args[i + 1:])
+if "rsync" in command:  # rsync's protocol is interactive: hand over the pipes
+    os.execvp("sh", ["sh", "-c", command])
+out = subprocess.run(["sh", "-c", command], stdin=sys.stdin, stdout=subprocess.PIPE, check=False)
+with open({log!r}, "a") as f:
+    f.write("%d\n" % len(out.stdout))
+sys.stdout.buffer.write(out.stdout)
+sys.exit(out.returncode)
+'''
+
+
+@pytest.fixture(name="fake_ssh")
+def fixture_fake_ssh(tmp_path, monkeypatch):
+    """An `ssh` on PATH that runs the command locally: the module's remote path, end to end."""
+    bindir, log = tmp_path / "fakebin", tmp_path / "answers.log"
+    bindir.mkdir()
+    (bindir / "ssh").write_text(FAKE_SSH.format(python=os.sys.executable, log=str(log)))
+    (bindir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+    return log
+
+
+@pytest.mark.parametrize("digest_cache", [False, True])
+def test_remote_no_op_is_answered_without_the_file_list(head, tmp_path, fake_ssh, digest_cache):
+    worker = tmp_path / "worker"
+    args = dict(src=str(head), dest=["tester@fakehost:%s" % worker], dest_names=["w"], digest_cache=digest_cache)
+    first = run(**args)
+    assert not first.failed, first.result["msg"]
+    assert first.result["changed"] and first.result["dest"]["w"]["verified_files"] == 75
+    assert tree(worker) == tree(head)
+    again = run(**args)
+    assert not again.failed and not again.result["changed"], again.result
+    assert again.result["dest"]["w"]["verified_files"] == 75 and again.result["dest"]["w"]["sent"] == []
+    answers = [int(n) for n in fake_ssh.read_text().split()]
+    # cold: manifest of an empty tree, then the finish step's digests; no-op: one short answer
+    assert len(answers) == 3 and answers[1] > 5000 and answers[2] < 1000, answers
+    flip_byte_keep_stat(sorted(worker.rglob("*.cubin"))[0])
+    fixed = run(**args)
+    assert len(fixed.result["dest"]["w"]["content_mismatch"]) == 1 and tree(worker) == tree(head)
+    assert int(fake_ssh.read_text().split()[3]) > 5000  # a different tree: the whole manifest came back
