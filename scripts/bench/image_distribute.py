@@ -6,8 +6,8 @@ the community launcher's way (save to a file in /tmp, copy it, load it), side by
 
 Uses the sim cluster `image` (restarted clean) and the serving test image
 (~583 MB). Each run starts with the worker lacking the image; the methods
-alternate. Measured per run: wall time, and the peak extra disk on head and
-worker, sampled every ~0.2 s with du of /tmp (where the launcher writes its
+alternate. Measured: wall time (median of --runs), then in one more run of
+each method the peak extra disk on head and worker, sampled every ~0.2 s with du of /tmp (where the launcher writes its
 archive), /var/tmp (where podman's load and save stage data: part of the
 container engine, the same for both methods) and the container storage.
 The stream is the module's AnsiballZ file (kept from one `ansible` run) started on the
@@ -167,6 +167,11 @@ def launcher(head_ip, worker_fabric):
     on(head_ip, script)
 
 
+def shell_pipe(head_ip, worker_fabric):
+    """The bare pipeline the module runs, typed by hand: what its own checks and proof cost on top."""
+    on(head_ip, f"sudo docker save {shlex.quote(REF)} | ssh {TRUST} spark@{worker_fabric} 'sudo docker load -q'")
+
+
 def reset_worker(worker_ip):
     on(worker_ip, f"sudo docker rmi -f {REF} >/dev/null 2>&1; sudo docker image prune -f >/dev/null; "
                   f"! sudo docker image inspect {REF} >/dev/null 2>&1")
@@ -176,16 +181,23 @@ def worker_id(worker_ip):
     return on(worker_ip, f"sudo docker image inspect --format '{{{{.Id}}}}' {REF}").strip()
 
 
-def measure(name, fn, head_ip, worker_ip):
+def measure(name, fn, head_ip, worker_ip, sample):
+    """One transfer to a worker without the image: wall time, or (sample) the peak extra disk.
+
+    Disk is sampled in runs of its own: `du` of the container storage every 0.2 s takes CPU
+    that the stream (save, ssh and load at once) would otherwise use, so timed runs go unsampled."""
     reset_worker(worker_ip)
-    samplers = {"head": DiskSampler(head_ip), "worker": DiskSampler(worker_ip)}
+    samplers = {"head": DiskSampler(head_ip), "worker": DiskSampler(worker_ip)} if sample else {}
     t0 = time.monotonic()
     extra = fn()
     wall = time.monotonic() - t0
     disk = {k: s.stop() for k, s in samplers.items()}
-    log(f"{name}: {wall:.1f} s, extra disk head {disk['head']['total'] / 1e6:.0f} MB "
-        f"(/tmp {disk['head']['tmp'] / 1e6:.0f}), worker {disk['worker']['total'] / 1e6:.0f} MB "
-        f"(/tmp {disk['worker']['tmp'] / 1e6:.0f}, /var/tmp {disk['worker']['vartmp'] / 1e6:.0f})")
+    if sample:
+        log(f"{name} (disk sampled): extra disk head {disk['head']['total'] / 1e6:.0f} MB "
+            f"(/tmp {disk['head']['tmp'] / 1e6:.0f}), worker {disk['worker']['total'] / 1e6:.0f} MB "
+            f"(/tmp {disk['worker']['tmp'] / 1e6:.0f}, /var/tmp {disk['worker']['vartmp'] / 1e6:.0f})")
+    else:
+        log(f"{name}: {wall:.1f} s")
     return {"wall": wall, "disk": disk, "extra": extra}
 
 
@@ -216,18 +228,32 @@ def main():
             # Both ways are timed as commands started on the head over one SSH session.
             stream(inv, worker_fabric, keep_payload="/home/spark/bench-stream.py")
             methods = {"stream": lambda: payload(head_ip, "/home/spark/bench-stream.py"),
-                       "launcher": lambda: launcher(head_ip, worker_fabric)}
+                       "launcher": lambda: launcher(head_ip, worker_fabric),
+                       "save → ssh load, by hand": lambda: shell_pipe(head_ip, worker_fabric)}
             if args.zstd:
                 reset_worker(worker_ip)
                 stream(inv, worker_fabric, compress=True, keep_payload="/home/spark/bench-zstd.py")
                 methods["stream+zstd"] = lambda: payload(head_ip, "/home/spark/bench-zstd.py")
-            results = {m: [] for m in methods}
-            for i in range(args.runs):
+            results, disks = {m: [] for m in methods}, {}
+            for i in range(args.runs + 1):
                 for m, fn in methods.items():
-                    r = measure(f"{m} run {i + 1}", fn, head_ip, worker_ip)
+                    r = measure(f"{m} run {i + 1}", fn, head_ip, worker_ip, sample=i == args.runs)
                     if worker_id(worker_ip) != head_id:
                         raise SystemExit(f"[bench] {m}: the worker's image ID differs from the head's")
-                    results[m].append(r)
+                    if i == args.runs:
+                        disks[m] = r["disk"]
+                    else:
+                        results[m].append(r)
+            parts = {"save": [], "load": []}
+            for i in range(args.runs):
+                t0 = time.monotonic()
+                on(head_ip, f"sudo docker save {shlex.quote(REF)} > /dev/null")
+                parts["save"].append(time.monotonic() - t0)
+                reset_worker(worker_ip)
+                t0 = time.monotonic()
+                on(worker_ip, f"sudo docker load -q -i {ARCHIVE} >/dev/null")
+                parts["load"].append(time.monotonic() - t0)
+                log(f"parts run {i + 1}: save {parts['save'][-1]:.1f} s, load {parts['load'][-1]:.1f} s")
             noop, noop_alone = [], []
             for i in range(args.runs):
                 t0 = time.monotonic()
@@ -246,13 +272,16 @@ def main():
     base = med(results["launcher"], lambda r: r["wall"])
     mb = lambda n: f"{n / 1e6:.0f} MB"  # noqa: E731
     print(f"\nImage {REF}, {size / 1e6:.0f} MB; median of {args.runs} runs each, sim cluster `{CLUSTER}`, "
-          f"methods alternating.\n")
+          f"methods alternating. `by hand` is the bare pipeline without the module's probe, checks and proof.\n")
+    print(f"The parts that bound any stream (median of {args.runs}): `save` on the head into /dev/null "
+          f"{statistics.median(parts['save']):.1f} s; `load` on the worker from a local archive "
+          f"{statistics.median(parts['load']):.1f} s. podman's `load` starts unpacking only after the last byte.\n")
     print("| method | wall time | vs launcher | head: /tmp | head: /var/tmp | worker: /tmp | worker: /var/tmp "
           "| peak extra disk head / worker |")
     print("|---|---|---|---|---|---|---|---|")
     for m, runs in results.items():
         w = med(runs, lambda r: r["wall"])
-        d = lambda node, k: mb(med(runs, lambda r: r["disk"][node][k]))  # noqa: E731
+        d = lambda node, k: mb(disks[m][node][k])  # noqa: E731
         print(f"| {m} | {w:.1f} s | {w / base:.2f}x | {d('head', 'tmp')} | {d('head', 'vartmp')} | "
               f"{d('worker', 'tmp')} | {d('worker', 'vartmp')} | {d('head', 'total')} / {d('worker', 'total')} |")
     print(f"| no-op (IDs equal), module alone | {statistics.median(noop_alone):.1f} s | | | | | | |")
