@@ -229,8 +229,17 @@ def main():
             print(f"run {run + 1}/{a.runs} {name}: " + ", ".join(
                 f"{s} {times[(name, s)][-1][0]:.2f}s wall {times[(name, s)][-1][1]:.2f}s cpu"
                 for s in ("cold", "no-op", "1% changed")), file=sys.stderr)
+    floor = {name: statistics.median(timed(cmd)[0] for _ in range(max(3, a.runs))) for name, cmd in (
+        ("a fresh SSH session (ssh worker true)", f"{SSH_E} {WORKER} true"),
+        ("the same, starting python3 there", f"{SSH_E} {WORKER} python3 -c pass"),
+        ("python3 starting here", "python3 -c pass"))}
     print(f"\n{shape['files']} files, {shape['bytes'] / 1e6:.0f} MB; median of {a.runs} runs "
           f"(ratio to rsync -a / to rsync -a --checksum)")
+    print("\nWhat any method that checks the worker over SSH pays before doing any work "
+          "(ratio to the no-op rsync -a --checksum):")
+    cks_noop = statistics.median(v[0] for v in times[("rsync -a --checksum", "no-op")])
+    for name, secs in floor.items():
+        print(f"- {name}: {secs:.2f} s ({secs / cks_noop:.2f}×)")
     for idx, what in ((0, "wall seconds, measured on the head"), (1, "CPU seconds, head + worker (cgroup cpuacct)")):
         table(cmds, times, idx, what)
     if not a.keep:
