@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 
 DEFAULT_KEY = "~/.ssh/dgxspark_node_trust_ed25519"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/dgxspark_known_hosts"
@@ -64,3 +65,23 @@ def ssh_argv(host, command, user=None, key=None, known_hosts=None, port=None, st
 def rsync_rsh(key=None, known_hosts=None, port=None, strict=True, connect_timeout=10):
     """The same ssh as one string, for `rsync -e`."""
     return shlex.join(ssh_base(key, known_hosts, port, strict, connect_timeout))
+
+
+def converse(argv, first, later=None):
+    """Run argv, write ``first`` to its stdin at once, then ``later()`` (which may wait, e.g. on a
+    Future) when there is one, close stdin and collect the output: a CompletedProcess (text).
+
+    The remote side starts on the first line while this side prepares the second. A remote
+    side that is gone (ssh failed) is not an error here: its exit status and stderr say why.
+    """
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rest = None
+    try:
+        proc.stdin.write(first)
+        proc.stdin.flush()
+        if later is not None:
+            rest = later()
+    except OSError:
+        rest = None  # a broken pipe: the other side is gone
+    stdout, stderr = proc.communicate(input=rest)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)

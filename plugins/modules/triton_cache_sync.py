@@ -269,7 +269,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
-from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import CIPHERS
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import CIPHERS, converse
 
 HOST_KEY_CHECKING = {"strict": "yes", "accept-new": "accept-new", "off": "no"}
 
@@ -337,18 +337,8 @@ class Node(object):
             out = mf.run_action(req)
         else:
             remote = "%spython3 -c %s \"$HOME\"" % (self.sudo(), shlex.quote(mf.BOOTSTRAP))
-            proc = subprocess.Popen(self.ssh_argv() + [self.target, remote], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            second = None
-            try:
-                proc.stdin.write(json.dumps(dict(req, code=mf.source_text())) + "\n")
-                proc.stdin.flush()
-                if src_digest is not None:
-                    second = json.dumps({"digest": src_digest.result()}) + "\n"
-            except OSError:
-                second = None  # ssh or the node's python3 is gone (a broken pipe); its stderr says why
-            stdout, stderr = proc.communicate(input=second)
-            res = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+            later = (lambda: json.dumps({"digest": src_digest.result()}) + "\n") if src_digest is not None else None
+            res = converse(self.ssh_argv() + [self.target, remote], json.dumps(dict(req, code=mf.source_text())) + "\n", later)
             if res.returncode == 255:
                 raise DestError(ssh_failure(self, res.stderr))
             if res.returncode != 0 or not res.stdout.strip():

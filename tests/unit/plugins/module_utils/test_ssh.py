@@ -58,3 +58,24 @@ def test_the_cipher_preference_is_valid_for_ssh_and_puts_aes_gcm_first():
     ciphers = next(line.split()[1] for line in res.stdout.splitlines() if line.startswith("ciphers "))
     assert ciphers.split(",")[:2] == ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"]
     assert "chacha20-poly1305@openssh.com" in ciphers  # the defaults stay, after them
+
+
+def test_converse_sends_the_second_line_while_the_other_side_runs(tmp_path):
+    seen = tmp_path / "first-line-seen"
+    script = f'read a; touch {seen}; read b; echo "$a-$b"'
+
+    def later():
+        # The other side has the first line before this side sends the second.
+        for _ in range(500):
+            if seen.exists():
+                return "second\n"
+            __import__("time").sleep(0.01)
+        return "too-late\n"
+
+    res = _ssh.converse(["sh", "-c", script], "first\n", later)
+    assert res.returncode == 0 and res.stdout.strip() == "first-second"
+
+
+def test_converse_with_a_side_that_is_already_gone_reports_its_status():
+    res = _ssh.converse(["sh", "-c", "echo refused >&2; exit 255"], "x" * (1 << 20), lambda: "more\n")
+    assert res.returncode == 255 and "refused" in res.stderr
