@@ -31,6 +31,9 @@ def test_stop_playbook_leaves_nothing_running():
         host = sc.node(name)
         for unit in ("dgxspark-ray", "dgxspark-vllm"):
             assert not host.service(unit).is_running, (name, unit)
+            props = host.service(unit).systemd_properties
+            # Stopped on purpose reads inactive, not failed (Ray and the engine exit 1 on SIGTERM).
+            assert props["ActiveState"] == "inactive", (name, unit, props.get("Result"), props.get("ExecMainStatus"))
         names = [c["Names"] for c in sc.json.loads(host.check_output("sudo docker ps -a --format json") or "[]")]
         assert not [n for n in names if "dgxspark-" in str(n)], (name, names)
         assert host.run("ls /dev/shm/psm_* 2>/dev/null").stdout == ""
