@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A pipeline of local commands whose output is relayed into a sink command
-(e.g. `docker save | zstd` into `ssh worker docker load`), counting the bytes
-on the way and writing nothing to disk."""
+"""A pipeline of local commands whose output is relayed into one or more sink
+commands (e.g. `docker save | zstd` into `ssh worker docker load` for each
+worker), counting the bytes on the way and writing nothing to disk."""
 
 from __future__ import annotations
 
@@ -31,12 +31,19 @@ class _Tail(threading.Thread):
         return self.data.decode("utf-8", "replace").strip()
 
 
-def relay(producers, sink_name, sink_argv, chunk=1 << 20):
-    """Run producers [(name, argv), ...] as a pipe chain and relay its output into sink_argv.
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
-    Returns (bytes sent, seconds, error text or "", the last 4 KiB of the sink's stdout).
-    A sink that goes away mid-stream (a cut connection) stops the producers and is
-    reported as such.
+
+def relay(producers, sinks, chunk=1 << 20):
+    """Run producers [(name, argv), ...] as one pipe chain and copy its output into every sink
+    [(name, argv), ...]: the producers run once, however many sinks there are.
+
+    Returns {sink name: (bytes sent, seconds, error text or "", the last 4 KiB of its stdout)}.
+    A sink that goes away mid-stream (a cut connection) is dropped and reported as such; the
+    others go on. When every sink is gone the producers are stopped.
     """
     start = time.monotonic()
     stages, source = [], None
@@ -47,22 +54,23 @@ def relay(producers, sink_name, sink_argv, chunk=1 << 20):
             source.close()  # the next stage owns it now; the previous one gets SIGPIPE if it dies
         stages.append((name, proc))
         source = proc.stdout
-    sink = subprocess.Popen(sink_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, bufsize=0)
-    stages.append((sink_name, sink))
-    tails = {name: _Tail(p.stderr) for name, p in stages}
-    out_tail = _Tail(sink.stdout)
-    sent, broken = 0, False
-    fd, sink_fd = source.fileno(), sink.stdin.fileno()
-    # Pipe to pipe inside the kernel (Linux, Python 3.10+): the bytes are counted but
-    # never copied through this process, which leaves the CPU to save, ssh and load.
-    splice = getattr(os, "splice", None)
-    while True:
+    outs = {}
+    for name, argv in sinks:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        outs[name] = {"proc": proc, "err": _Tail(proc.stderr), "out": _Tail(proc.stdout), "sent": 0, "broken": False}
+    tails = {name: _Tail(proc.stderr) for name, proc in stages}
+    live = list(outs.values())
+    fd = source.fileno()
+    # One sink: pipe to pipe inside the kernel (Linux, Python 3.10+), counted but never copied
+    # through this process, which leaves the CPU to save, ssh and load.
+    splice = getattr(os, "splice", None) if len(live) == 1 else None
+    while live:
         if splice is not None:
             try:
-                moved = splice(fd, sink_fd, chunk)
+                moved = splice(fd, live[0]["proc"].stdin.fileno(), chunk)
             except BrokenPipeError:
-                broken = True
+                live[0]["broken"] = True
+                live = []
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EINVAL, errno.ENOSYS):
@@ -71,33 +79,46 @@ def relay(producers, sink_name, sink_argv, chunk=1 << 20):
                 continue
             if not moved:
                 break
-            sent += moved
+            live[0]["sent"] += moved
             continue
         data = os.read(fd, chunk)
         if not data:
             break
+        for sink in list(live):
+            try:
+                _write_all(sink["proc"].stdin.fileno(), data)
+                sink["sent"] += len(data)
+            except BrokenPipeError:
+                sink["broken"] = True
+                live.remove(sink)
+    for sink in outs.values():
         try:
-            view = memoryview(data)
-            while view:
-                view = view[sink.stdin.write(view):]
+            sink["proc"].stdin.close()
         except BrokenPipeError:
-            broken = True
-            break
-        sent += len(data)
-    try:
-        sink.stdin.close()
-    except BrokenPipeError:
-        broken = True
-    if broken:
-        for _name, p in stages[:-1]:
-            p.kill()
+            sink["broken"] = True
+    all_broken = all(sink["broken"] for sink in outs.values())
+    if all_broken:
+        for _name, proc in stages:
+            proc.kill()
     source.close()
-    codes = {name: p.wait() for name, p in stages}
-    seconds = round(time.monotonic() - start, 1)
-    errors = []
-    for name, p in stages:
-        if codes[name] != 0 and not (broken and p is not sink):
-            errors.append("%s exited %d: %s" % (name, codes[name], tails[name].text() or out_tail.text()))
-    if broken and not errors:
-        errors.append("the connection closed during the transfer")
-    return sent, seconds, "; ".join(errors), out_tail.text()
+    codes = {name: proc.wait() for name, proc in stages}
+    producer_errors = [] if all_broken else [
+        "%s exited %d: %s" % (name, codes[name], tails[name].text()) for name, _proc in stages if codes[name] != 0]
+    waiting = dict(outs)
+    while waiting:  # each sink's time is when its own load ended
+        for name, sink in list(waiting.items()):
+            if sink["proc"].poll() is not None:
+                sink["seconds"] = round(time.monotonic() - start, 1)
+                del waiting[name]
+        if waiting:
+            time.sleep(0.05)
+    result = {}
+    for name, sink in outs.items():
+        code = sink["proc"].returncode
+        errors = list(producer_errors)
+        if code != 0:
+            errors.append("%s exited %d: %s" % (name, code, sink["err"].text() or sink["out"].text()))
+        if sink["broken"] and not errors:
+            errors.append("the connection closed during the transfer")
+        result[name] = (sink["sent"], sink["seconds"], "; ".join(errors), sink["out"].text())
+    return result

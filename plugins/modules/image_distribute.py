@@ -12,10 +12,11 @@ version_added: 0.1.0
 description:
   - Runs on the node that holds the image (the head). Reads the image ID of O(ref) here and, over SSH, on every worker.
   - Streams C(CLI save REF) through SSH into C(CLI load) on each worker whose ID differs, optionally compressed with zstd,
-    workers in parallel. No archive file is written anywhere by this module.
+    workers in parallel. One C(save) feeds all the workers that receive at once, so the image is read once here.
+    No archive file is written anywhere by this module.
   - Before any transfer, checks the free space of each receiving worker's container storage and fails naming the node
     and both numbers when it is short.
-  - After the transfers, reads the worker IDs again and fails naming any worker whose ID still differs.
+  - After each load, reads the worker's image ID in the same SSH session and fails naming any worker whose ID still differs.
   - A transfer cut midway makes C(load) fail on a truncated stream, so the worker keeps no new tag (or its previous
     image); the next run sees the differing ID and transfers again.
 author:
@@ -85,7 +86,7 @@ options:
     type: bool
     default: false
   parallel:
-    description: How many workers receive at the same time.
+    description: How many workers receive at the same time, from one C(save).
     type: int
     default: 4
   storage_path:
@@ -283,21 +284,26 @@ class Distributor:
             return {"ssh_error": proc.stderr.decode("utf-8", "replace").strip() or "ssh exit status %d" % proc.returncode}
         return parse_probe(out)
 
-    def transfer(self, worker):
-        """save | [zstd] | ssh worker '[zstd -d |] CLI load && CLI image inspect':
-        returns (bytes, seconds, error, the ID the worker has now)."""
+    def transfer(self, group):
+        """save | [zstd] once, into 'ssh worker [zstd -d |] CLI load && CLI image inspect' for every worker
+        of the group at once: {name: (bytes, seconds, error, the ID the worker has now)}."""
         # The ID is read in the same SSH session as the load: the proof costs no second connection.
         remote = "%s && %s" % (shlex.join(list(self.cli) + ["load", "-q"]),
                                shlex.join(list(self.cli) + ["image", "inspect", "--format", "__id={{.Id}}", self.ref]))
         if self.module.params["compress"]:
             remote = "zstd -dcq | " + remote
+        # One save for the whole group: the image is read once on this node, however many workers.
         producers = [("save", list(self.cli) + ["save", self.ref])]
         if self.module.params["compress"]:
             producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))
         # Relayed through this process only to count the bytes; nothing is written to disk.
-        sent, seconds, error, output = relay(producers, "load on %s" % worker["name"], self.ssh_cmd(worker, remote), CHUNK)
-        new_id = ([line.strip()[5:] for line in output.splitlines() if line.strip().startswith("__id=")] or [""])[-1]
-        return sent, seconds, error.replace("the connection closed", "the connection to %s closed" % worker["name"]), new_id
+        outcomes = relay(producers, [("load on %s" % w["name"], self.ssh_cmd(w, remote)) for w in group], CHUNK)
+        result = {}
+        for w in group:
+            sent, seconds, error, output = outcomes["load on %s" % w["name"]]
+            new_id = ([line.strip()[5:] for line in output.splitlines() if line.strip().startswith("__id=")] or [""])[-1]
+            result[w["name"]] = (sent, seconds, error.replace("the connection closed", "the connection to %s closed" % w["name"]), new_id)
+        return result
 
 
 def run(module):
@@ -352,9 +358,12 @@ def run(module):
 
     pending = [r for r in results if r["status"] == "pending"]
     if pending:
-        with concurrent.futures.ThreadPoolExecutor(max(1, p["parallel"])) as pool:
-            outcomes = list(pool.map(lambda r: d.transfer(workers[r["name"]]), pending))
-        for r, (sent, seconds, error, new_id) in zip(pending, outcomes):
+        size_of_group = max(1, p["parallel"])
+        outcomes = {}
+        for i in range(0, len(pending), size_of_group):
+            outcomes.update(d.transfer([workers[r["name"]] for r in pending[i:i + size_of_group]]))
+        for r in pending:
+            sent, seconds, error, new_id = outcomes[r["name"]]
             if not new_id and not error:  # loaded, but the ID did not come back: ask again
                 pr = d.probe(workers[r["name"]])
                 new_id, error = pr.get("id", ""), pr.get("ssh_error") or pr.get("error") or ""

@@ -1,4 +1,5 @@
-"""The save | relay | load pipeline with real processes: bytes counted, nothing lost, a cut sink reported."""
+"""The save | relay | load pipeline with real processes: bytes counted, nothing lost, a cut sink reported,
+one producer run feeding several sinks."""
 
 import os
 
@@ -19,19 +20,41 @@ def mode(request, monkeypatch):
 
 
 def test_every_byte_arrives_and_is_counted(mode):
-    sent, _seconds, error, output = _stream.relay(
-        [("save", ["head", "-c", str(SIZE), "/dev/zero"]), ("pass", ["cat"])], "load", ["wc", "-c"], chunk=1 << 20)
+    out = _stream.relay([("save", ["head", "-c", str(SIZE), "/dev/zero"]), ("pass", ["cat"])],
+                        [("load", ["wc", "-c"])], chunk=1 << 20)
+    sent, _seconds, error, output = out["load"]
     assert error == "" and sent == SIZE and output.strip() == str(SIZE)
 
 
 def test_a_sink_that_stops_reading_is_reported_and_the_producer_stopped(mode):
-    sent, _seconds, error, _output = _stream.relay(
-        [("save", ["head", "-c", str(SIZE * 20), "/dev/zero"])], "load", ["sh", "-c", "head -c 1000 >/dev/null; exit 3"])
+    out = _stream.relay([("save", ["head", "-c", str(SIZE * 20), "/dev/zero"])],
+                        [("load", ["sh", "-c", "head -c 1000 >/dev/null; exit 3"])])
+    sent, _seconds, error, _output = out["load"]
     assert sent < SIZE * 20
     assert "load exited 3" in error
 
 
 def test_a_failing_producer_is_named(mode):
-    _sent, _seconds, error, _output = _stream.relay(
-        [("save", ["sh", "-c", "echo no such image >&2; exit 125"])], "load", ["cat"])
-    assert "save exited 125" in error and "no such image" in error
+    out = _stream.relay([("save", ["sh", "-c", "echo no such image >&2; exit 125"])], [("load", ["cat"])])
+    assert "save exited 125" in out["load"][2] and "no such image" in out["load"][2]
+
+
+def test_one_producer_run_feeds_every_sink(tmp_path):
+    runs = tmp_path / "runs"
+    save = ["sh", "-c", f"echo run >> {runs}; head -c {SIZE} /dev/urandom | tee {tmp_path / 'sent'}"]
+    sinks = [(f"load on w{i}", ["sh", "-c", f"cat > {tmp_path / f'w{i}'}"]) for i in range(3)]
+    out = _stream.relay([("save", save)], sinks)
+    assert runs.read_text() == "run\n"  # the image is read once
+    for i in range(3):
+        sent, _seconds, error, _output = out[f"load on w{i}"]
+        assert error == "" and sent == SIZE
+        assert (tmp_path / f"w{i}").read_bytes() == (tmp_path / "sent").read_bytes()
+
+
+def test_a_sink_that_breaks_is_dropped_and_the_others_finish(tmp_path):
+    sinks = [("load on good", ["sh", "-c", f"cat > {tmp_path / 'good'}"]),
+             ("load on cut", ["sh", "-c", "head -c 1000 >/dev/null; exit 255"])]
+    out = _stream.relay([("save", ["head", "-c", str(SIZE), "/dev/zero"])], sinks)
+    assert out["load on good"][2] == "" and out["load on good"][0] == SIZE
+    assert (tmp_path / "good").stat().st_size == SIZE
+    assert "load on cut exited 255" in out["load on cut"][2] and out["load on cut"][0] < SIZE

@@ -29,6 +29,8 @@ if args[:2] == ["image", "inspect"]:
         sys.exit(print("Error: inspecting object: %s: image not known" % args[-1], file=sys.stderr) or 125)
     print(args[3].replace("{{.Id}}", image.read_text()).replace("{{.Size}}", str(PAYLOAD)))
 elif args[0] == "save":
+    with open(state.parent / "saves", "a") as f:
+        f.write("save\n")
     data = b"x" * PAYLOAD + image.read_text().encode()
     if os.environ.get("FAKE_CUT"):  # the link drops halfway
         sys.stdout.buffer.write(data[: PAYLOAD // 2])
@@ -128,6 +130,14 @@ def test_the_new_id_comes_back_in_the_load_session(cluster, capsys, monkeypatch)
     res = run_module(cluster.args(), capsys)
     assert [by_name(res)[n]["id"] for n in ("w1", "w2")] == [HEAD_ID, HEAD_ID]
     assert sorted(probed) == ["w1", "w2"]  # one probe each before the transfer, none after
+
+
+@pytest.mark.parametrize("parallel, saves", [(4, 1), (1, 2)])
+def test_workers_that_receive_at_once_share_one_save(cluster, capsys, parallel, saves):
+    res = run_module(cluster.args(parallel=parallel), capsys)
+    assert {w["status"] for w in res["workers"]} == {"transferred"}
+    assert cluster.worker_id("w1") == cluster.worker_id("w2") == HEAD_ID
+    assert (cluster.path / "state" / "saves").read_text().count("save") == saves
 
 
 def test_only_the_differing_worker_receives(cluster, capsys):
