@@ -23,17 +23,20 @@ options:
     description: Also switch to the target now.
     type: bool
     default: false
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
     details: The diff shows the default target and the active target before and after.
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
+  platform:
+    support: full
+    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

@@ -23,17 +23,20 @@ description:
   - Reads only; it changes nothing on the node (the load command is the caller's).
 author:
   - dgxspark.vllm contributors (@dgxspark)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Runs the same diagnosis in check mode, since it changes nothing (the load command, if given, runs too).
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
+  platform:
+    support: full
+    platforms: posix
 options:
   load_command:
     description:

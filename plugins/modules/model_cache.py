@@ -42,17 +42,20 @@ options:
     description: Files hashed in parallel.
     type: int
     default: 8
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: With C(state=sealed) it reports whether the marker would be written, without hashing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
+  platform:
+    support: full
+    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

@@ -43,18 +43,17 @@ options:
     description: The image the mods were applied to, named in messages.
     type: str
     default: the image
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
     description: A second run with the same arguments changes nothing.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: posix
 author:

@@ -27,16 +27,19 @@ options:
     description: The C(ibdev2netdev) command.
     type: str
     default: ibdev2netdev
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
+  platform:
+    support: full
+    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

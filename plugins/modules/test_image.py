@@ -29,18 +29,21 @@ options:
     description: File mode of O(dest) when it is written.
     type: raw
     default: "0644"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports whether O(dest) would be written without writing it.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
     details: The content is a binary picture.
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
+  platform:
+    support: full
+    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """
