@@ -7,6 +7,11 @@ vLLM gives the KV cache what is left of ``gpu_memory_utilization x total``
 after the weights, the vision tower, the multimodal profiling budget and the
 runtime overheads; the pool is a whole number of blocks. All sizes are per
 node (one GPU per node), so the constants in a recipe are per-node shares.
+
+The constants are fitted to published measurements (the recipe's ``points``),
+which are rounded and not quite consistent: ``error_gib`` is how far the plan
+may be off. ``verdict`` says ``fits`` (even at the low end), ``uncertain``
+(within the error) or ``impossible`` (out of reach even at the high end).
 """
 
 from __future__ import annotations
@@ -33,6 +38,20 @@ def video_enabled(limit_mm_per_prompt):
     if not limit_mm_per_prompt:
         return True
     return int(limit_mm_per_prompt.get("video", 1)) > 0
+
+
+def _pool(kv_gib, bytes_per_token, block_size):
+    """Tokens in a pool of kv_gib: whole blocks only."""
+    return int(kv_gib * GIB // (bytes_per_token * block_size)) * block_size if kv_gib > 0 else 0
+
+
+def verdict(result, max_model_len):
+    """fits, uncertain or impossible: can one request of max_model_len tokens get its KV cache?"""
+    if result["kv_pool_tokens_low"] >= max_model_len:
+        return "fits"
+    if result["kv_pool_tokens_high"] >= max_model_len and result["kv_cache_gib"] + result["error_gib"] > 0:
+        return "uncertain"
+    return "impossible"
 
 
 def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_size=16):
@@ -67,8 +86,9 @@ def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_si
         "vision_tower_gib": _number(memory, "vision_tower_gib") if vision else 0.0,
         "video_profile_gib": _number(memory, "video_profile_gib") if vision and video else 0.0,
     }
+    error = _number(memory, "error_gib") if "error_gib" in memory else 0.0
     kv_gib = budget - sum(used.values())
-    blocks = int(kv_gib * GIB // (bytes_per_token * block_size)) if kv_gib > 0 else 0
+    blocks = _pool(kv_gib, bytes_per_token, block_size) // block_size
     result = {
         "node_total_gib": round(total, 3),
         "budget_gib": round(budget, 3),
@@ -76,22 +96,30 @@ def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_si
         "kv_bytes_per_token": bytes_per_token,
         "block_size": block_size,
         "kv_pool_tokens": blocks * block_size,
+        "error_gib": round(error, 3),
+        "kv_pool_tokens_low": _pool(kv_gib - error, bytes_per_token, block_size),
+        "kv_pool_tokens_high": _pool(kv_gib + error, bytes_per_token, block_size),
     }
     result.update({k: round(v, 3) for k, v in used.items()})
     return result
 
 
-def plan_recipe(recipe):
-    """The plan for a recipe as the serve role loads it (``serve_recipe_data``)."""
+def plan_recipe(recipe, gpu_memory_utilization=None):
+    """The plan for a recipe as the serve role loads it (``serve_recipe_data``), with its verdict."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("args"), dict):
         raise MemoryPlanError("expected the recipe data (serve_recipe_data) with an 'args' mapping")
     args = recipe["args"]
     vision = bool(recipe.get("vision")) and not args.get("language-model-only", False)
-    return plan(
+    result = plan(
         recipe.get("memory"),
-        args.get("gpu-memory-utilization", 0.9),
+        args.get("gpu-memory-utilization", 0.9) if gpu_memory_utilization is None else gpu_memory_utilization,
         args.get("kv-cache-dtype", "auto"),
         vision,
         video_enabled(args.get("limit-mm-per-prompt")),
         args.get("block-size", 16),
     )
+    max_len = args.get("max-model-len")
+    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
+        result["max_model_len"] = max_len
+        result["verdict"] = verdict(result, max_len)
+    return result
