@@ -37,6 +37,15 @@ PODMAN = ["podman", "--runtime", "runc"]
 ULIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 FABRIC_IFACE = "enp1s0f1np1"
 SERVING_ARCHIVE = "/srv/dgxspark-sim/serving-image.tar"
+# The real vLLM engine (CPU build) image, and the tiny model it serves, on every node.
+ENGINE_ARCHIVE = "/srv/dgxspark-sim/vllm-image.tar"
+ENGINE_REF = "localhost/dgxspark-sim-vllm:latest"
+TINY_MODEL = "dgxspark-sim/tiny-llama"
+TINY_MODEL_SRC = "/srv/dgxspark-sim/tiny-model"
+# The CPU build of torch on this kind of machine, which the engine image installs from.
+WHEELS = "/opt/wheels"
+# A stand-in checkout of the community launcher on the head (recipes, mod folders, mod groups).
+LAUNCHER_CHECKOUT = "/home/spark/spark-vllm-docker"
 RDMA_DEVICE = "rocep1s0f1"
 # Stand-ins installed on every node under the real command names.
 STANDINS = {
@@ -99,6 +108,21 @@ def base_image():
     return tag
 
 
+def save(tag, stable_ref, prefix):
+    """A built image as a docker archive under its stable name, cached by its tag."""
+    archive = IMAGE_DIR / f"{prefix}-{tag.rsplit(':', 1)[1]}.tar"
+    if not archive.exists():
+        IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+        log(f"saving {tag} to {archive}")
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        # Saved under a stable name: the inventory refers to the image by it.
+        run(PODMAN + ["tag", tag, stable_ref])
+        run(PODMAN + ["save", "--format", "docker-archive", "-o", str(partial), stable_ref], stdout=subprocess.DEVNULL)
+        partial.rename(archive)
+    return archive
+
+
 def build(context, name, base, extra_args=()):
     tag = f"localhost/{name}:" + digest(base, context)
     if image_exists(tag):
@@ -111,32 +135,43 @@ def build(context, name, base, extra_args=()):
 
 def serving_image(base):
     """The nested serving test image (real Ray, stand-in engine), as a docker archive."""
-    ca = SIM_DIR / "serving" / "ca-certificates.crt"
-    shutil.copy("/etc/ssl/certs/ca-certificates.crt", ca)
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", SIM_DIR / "serving" / "ca-certificates.crt")
     tag = build(SIM_DIR / "serving", "dgxspark-sim-serving", base)
-    archive = IMAGE_DIR / f"serving-{tag.rsplit(':', 1)[1]}.tar"
-    if not archive.exists():
-        IMAGE_DIR.mkdir(parents=True, exist_ok=True)
-        log(f"saving {tag} to {archive}")
-        partial = archive.with_suffix(".partial")
-        partial.unlink(missing_ok=True)
-        # Saved under a stable name: the inventory refers to the image by it.
-        run(PODMAN + ["tag", tag, "localhost/dgxspark-sim-serving:latest"])
-        run(PODMAN + ["save", "--format", "docker-archive", "-o", str(partial),
-                      "localhost/dgxspark-sim-serving:latest"], stdout=subprocess.DEVNULL)
-        partial.rename(archive)
-    return archive
+    return save(tag, "localhost/dgxspark-sim-serving:latest", "serving")
+
+
+def engine_image(base):
+    """The real engine image (vLLM's CPU build, Ray, the sim plugins) as an archive, and its tiny model."""
+    if not pathlib.Path(WHEELS).is_dir():
+        raise SystemExit(f"[sim] {WHEELS} is missing: the engine image installs the CPU build of torch from the "
+                         "wheel this kind of machine keeps there")
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", SIM_DIR / "engine" / "ca-certificates.crt")
+    tag = build(SIM_DIR / "engine", "dgxspark-sim-vllm", base, ["--volume", f"{WHEELS}:{WHEELS}:ro"])
+    model = CACHE / "models" / f"tiny-{tag.rsplit(':', 1)[1]}"
+    if not model.is_dir():
+        log(f"extracting the tiny model from {tag}")
+        partial = model.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        box = run(PODMAN + ["create", tag, "true"], capture=True).stdout.strip()
+        try:
+            run(PODMAN + ["cp", f"{box}:/opt/dgxspark-sim/tiny-model", str(partial)])
+        finally:
+            run(PODMAN + ["rm", "-f", box], check=False, capture=True)
+        partial.rename(model)
+    return save(tag, ENGINE_REF, "vllm"), model
 
 
 def cmd_build(_args=None):
-    """Build (or find cached) node image and serving archive; return both."""
+    """Build (or find cached) node image, serving archives and tiny model; return them."""
     base = base_image()
     node = build(SIM_DIR / "node", "dgxspark-sim-node", base)
-    archive = serving_image(base)
+    archives = {"serving": serving_image(base)}
+    archives["engine"], model = engine_image(base)
     if not SSH_KEY.exists():
         SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dgxspark-sim", "-f", str(SSH_KEY)])
-    return node, archive
+    return node, archives, model
 
 
 def recipe_models():
@@ -174,7 +209,7 @@ def node_exec(container, *cmd, check=True):
     return run(PODMAN + ["exec", container, *cmd], check=check, capture=True)
 
 
-def start_node(cluster, node, image, archive, gpu_state):
+def start_node(cluster, node, image, archives, model, gpu_state):
     c = node["container"]
     run(PODMAN + ["rm", "-f", "-t", "0", c], check=False, capture=True)
     run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
@@ -183,7 +218,8 @@ def start_node(cluster, node, image, archive, gpu_state):
                   "-v", f"{c}-containers:/var/lib/containers",
                   # The serving test image as an archive on each node, where a user's
                   # own image archive would be (the image role's `load` source).
-                  "-v", f"{archive}:{SERVING_ARCHIVE}:ro",
+                  "-v", f"{archives['serving']}:{SERVING_ARCHIVE}:ro",
+                  "-v", f"{archives['engine']}:{ENGINE_ARCHIVE}:ro",
                   "--network", f"{cluster}-mgmt:ip={node['mgmt_ip']}",
                   # The second interface stands in for the ConnectX-7 port, under its DGX name.
                   "--network", f"{cluster}-fabric:ip={node['fabric_ip']},interface_name={FABRIC_IFACE}",
@@ -195,7 +231,12 @@ def start_node(cluster, node, image, archive, gpu_state):
             run(PODMAN + ["cp", str(path), f"{c}:{dest}"])
             node_exec(c, "chmod", "0755", dest)
     if node["name"] == "spark-head":  # workers get the models from the head, as on a real pair
-        node_exec(c, "python3", STANDINS["hf_mirror_standin.py"], HF_MIRROR, *recipe_models())
+        run(PODMAN + ["cp", str(model), f"{c}:{TINY_MODEL_SRC}"])
+        node_exec(c, "python3", STANDINS["hf_mirror_standin.py"], HF_MIRROR, *recipe_models(),
+                  f"{TINY_MODEL}={TINY_MODEL_SRC}")
+        # The launcher checkout the user cloned on the head (the mods role reads its mods there).
+        run(PODMAN + ["cp", str(SIM_DIR / "launcher-standin"), f"{c}:{LAUNCHER_CHECKOUT}"])
+        node_exec(c, "chown", "-R", "spark:spark", LAUNCHER_CHECKOUT)
     scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE}
     node_exec(c, "sh", "-c", f"cat > /etc/dgxspark-sim/scenario.json <<'EOF'\n{json.dumps(scenario)}\nEOF")
     pub = SSH_KEY.with_suffix(".pub").read_text()
@@ -218,14 +259,15 @@ def wait_ssh(node, timeout=90):
 
 
 def cmd_up(args):
-    image, archive = cmd_build()
+    image, archives, model = cmd_build()
     index, nodes = layout(args.cluster, args.nodes)
     ensure_network(f"{args.cluster}-mgmt", f"10.231.{index}.0/24")
     ensure_network(f"{args.cluster}-fabric", f"10.231.{index + 100}.0/24", mtu=9000)
     gpu = dict(kv.split("=", 1) for kv in args.gpu)
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
-        list(pool.map(lambda n: start_node(args.cluster, n, image, archive, gpu.get(n["name"], "healthy")), nodes))
+        list(pool.map(lambda n: start_node(args.cluster, n, image, archives, model, gpu.get(n["name"], "healthy")),
+                      nodes))
         list(pool.map(wait_ssh, nodes))
     log(f"cluster {args.cluster}: {len(nodes)} nodes up in {time.time() - t0:.1f}s")
     for n in nodes:

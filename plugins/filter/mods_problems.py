@@ -36,6 +36,10 @@ _value:
   elements: str
 """
 
+# dgxspark.vllm.mods_sequence (documented in the mods role's README): the launcher's mods in
+# order, each replaced in place by a definition naming it in `replaces`, then the other definitions.
+
+from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils._source_patch import validate
 
 
@@ -52,6 +56,34 @@ def mods_problems(mods):
     return problems
 
 
+def mods_sequence(definitions, launcher=None, mount="/run/dgxspark-mods/launcher"):
+    """The mods in the order they apply: the launcher's, each replaced in place by a definition
+    that names it in ``replaces``, then the definitions that replace nothing present.
+
+    launcher: what dgxspark.vllm.launcher_mods returned (name, path, digest, via, ref); each
+    becomes a launcher mod run from ``<mount>/<name>`` (where the role stages its folder).
+    """
+    by_replaced = dict((d["replaces"], d) for d in definitions if isinstance(d, dict) and d.get("replaces"))
+    out, used, names = [], set(), set()
+    for mod in launcher or []:
+        name = mod["name"]
+        if name in names:
+            raise AnsibleFilterError("launcher mod %s is listed twice (%s); list it once" % (name, mod.get("ref")))
+        names.add(name)
+        if name in by_replaced:
+            out.append(by_replaced[name])
+            used.add(name)
+        else:
+            out.append({"name": name, "launcher": "%s/%s" % (mount, name), "strict": True,
+                        "digest": mod.get("digest"), "via": mod.get("via", []), "ref": mod.get("ref")})
+    out.extend(d for d in definitions if not (isinstance(d, dict) and d.get("replaces") in used))
+    clash = sorted(set(d["name"] for d in definitions if isinstance(d, dict)) & (names - used))
+    if clash:
+        raise AnsibleFilterError("mods %s have the name of a launcher mod without replacing it; rename them or set "
+                                 "replaces: NAME" % ", ".join(clash))
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"mods_problems": mods_problems}
+        return {"mods_problems": mods_problems, "mods_sequence": mods_sequence}

@@ -14,6 +14,11 @@ MODS.json holds ``{"mods": [MOD, ...], "strict": false}``; the script prints
 
 A MOD is a dict:
   name          label-safe name (letters, digits, ``_``, ``-``, ``.``)
+  launcher      a mod folder of the community launcher (holding ``run.sh``):
+                copied to ``/workspace/mods/<name>`` and run there as the
+                launcher runs it; exit 0 = applied, anything else = failed.
+                Takes no other keys but ``strict`` (default true: the launcher
+                aborts the launch on a failed mod) and ``description``
   module | path the target: a Python module name, resolved without importing
                 it, or a file path
   old, new      the exact block to replace and its replacement, or
@@ -25,6 +30,8 @@ A MOD is a dict:
                 (e.g. ``">=8.0.0"``)
   strict        optional bool; a strict mod fails on anything but applied,
                 already_applied and not_needed
+  replaces      optional: the name of a launcher mod this one stands in for
+                (the mods role puts it in that mod's place)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -50,7 +57,11 @@ FAILED = "failed"
 RESULTS = (APPLIED, ALREADY_APPLIED, NOT_NEEDED, TARGET_MISSING, FAILED)
 OK_RESULTS = (APPLIED, ALREADY_APPLIED, NOT_NEEDED)
 
-KEYS = frozenset(("name", "description", "module", "path", "old", "new", "script", "not_needed", "strict"))
+KEYS = frozenset(("name", "description", "module", "path", "old", "new", "script", "not_needed", "strict",
+                  "replaces"))
+LAUNCHER_KEYS = frozenset(("name", "description", "launcher", "strict", "via", "digest", "ref"))
+# Where the launcher copies a mod inside the container before it runs run.sh.
+LAUNCHER_DEST = "/workspace/mods"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SPEC_RE = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*([0-9][0-9A-Za-z.+-]*)\s*$")
 
@@ -61,6 +72,16 @@ def validate(mod):
         return ["a mod must be a dict, got %s" % type(mod).__name__]
     name = mod.get("name")
     problems = []
+    if "launcher" in mod:
+        unknown = sorted(set(mod) - LAUNCHER_KEYS)
+        if unknown:
+            problems.append("%s: a launcher mod takes only %s, not %s" % (name, ", ".join(sorted(LAUNCHER_KEYS)),
+                                                                          ", ".join(unknown)))
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            problems.append("launcher mod name %r: use letters, digits, '_', '-', '.'" % (name,))
+        if not isinstance(mod["launcher"], str) or not mod["launcher"]:
+            problems.append("%s: 'launcher' must be the mod folder's path" % name)
+        return problems
     unknown = sorted(set(mod) - KEYS)
     if unknown:
         problems.append("%s: unknown keys %s (known: %s)" % (name, ", ".join(unknown), ", ".join(sorted(KEYS))))
@@ -201,14 +222,34 @@ def _script(mod, target, check, strict):
     return _result(mod, result, target, proc.stdout.strip()[-2000:], strict=strict)
 
 
+def _launcher(mod, check, strict):
+    """Run a launcher mod as launch-cluster.sh does: its folder at /workspace/mods/<name>, ./run.sh there."""
+    folder = mod["launcher"]
+    if not os.path.isfile(os.path.join(folder, "run.sh")):
+        return _result(mod, TARGET_MISSING, folder, "%s has no run.sh" % folder, strict=strict)
+    if check:
+        return _result(mod, APPLIED, folder, "check mode: %s/run.sh not run" % folder, strict=strict)
+    dest = os.path.join(LAUNCHER_DEST, mod["name"])
+    proc = subprocess.run(
+        ["bash", "-c", 'rm -rf "$2" && mkdir -p "$2" && cp -a "$1/." "$2/" && export WORKSPACE_DIR=$PWD '
+                       '&& cd "$2" && chmod +x run.sh && ./run.sh', "launcher-mod", folder, dest],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    tail = proc.stdout.strip()[-2000:]
+    if proc.returncode != 0:
+        return _result(mod, FAILED, dest, "run.sh exited %d: %s" % (proc.returncode, tail), strict=strict)
+    return _result(mod, APPLIED, dest, tail, strict=strict)
+
+
 def patch(mod, check=False, strict=False):
     """Apply one mod definition; return its result dict (never raises on a bad target)."""
     problems = validate(mod)
     if not isinstance(mod, dict):
         return _result({}, FAILED, None, "; ".join(problems), strict=strict)
-    strict = bool(mod.get("strict", strict))
+    strict = bool(mod.get("strict", True if "launcher" in mod else strict))
     if problems:
         return _result(mod, FAILED, None, "; ".join(problems), strict=strict)
+    if "launcher" in mod:
+        return _launcher(mod, check, strict)
     cond = mod.get("not_needed") or {}
     version = distribution_version(cond["distribution"]) if cond.get("distribution") else None
     if mod.get("module"):

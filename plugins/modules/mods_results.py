@@ -20,7 +20,7 @@ description:
   - Changes nothing on the host.
 options:
   definitions:
-    description: The mod definitions (only C(name) and C(strict) are read).
+    description: The mod definitions (only C(name), C(strict) and C(launcher) are read; a launcher mod is strict unless it says otherwise).
     type: list
     elements: dict
     required: true
@@ -114,7 +114,7 @@ def judge(definitions, strict, results=None, labels=None, prefix="dgxspark.mods.
             continue
         line = "%s: %s - %s" % (name, summary[name], res.get("message", ""))
         problems.append(line)
-        if definition.get("strict", strict):
+        if definition.get("strict", True if definition.get("launcher") else strict):
             fatal.append(line)
     return summary, problems, fatal
 
@@ -137,8 +137,13 @@ def main():
     summary, problems, fatal = judge(p["definitions"], p["strict"], p["results"], p["labels"], p["label_prefix"])
     labels = dict((p["label_prefix"] + name, result) for name, result in summary.items())
     if fatal:
-        module.fail_json(msg="strict mods failed on %s: %s. Fix the mod definitions (target, old block, not_needed) "
-                             "or set strict: false to only warn." % (p["image"], "; ".join(fatal)),
+        launcher = [d["name"] for d in p["definitions"] if d.get("launcher") and summary.get(d["name"]) not in OK_RESULTS]
+        hint = ("Fix the mod definitions (target, old block, not_needed) or set strict: false to only warn."
+                if not launcher else
+                "A failed launcher mod (%s) aborts the launch, as launch-cluster.sh aborts it: fix the mod in the "
+                "launcher checkout, or stand in for it with a mod of your own (mods_extra_definitions with "
+                "replaces: NAME)." % ", ".join(launcher))
+        module.fail_json(msg="strict mods failed on %s: %s. %s" % (p["image"], "; ".join(fatal), hint),
                          summary=summary, labels=labels, problems=problems)
     for line in problems:
         module.warn("mod on %s: %s" % (p["image"], line))

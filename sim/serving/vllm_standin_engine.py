@@ -45,6 +45,7 @@ FLAGS = {
     "uvicorn-log-level": "value", "disable-uvicorn-access-log": "bool", "chat-template": "value",
     "chat-template-content-format": "value", "response-role": "value", "ssl-keyfile": "value",
     "ssl-certfile": "value", "enable-auto-tool-choice": "bool", "tool-call-parser": "value",
+    "default-chat-template-kwargs": "json",
     "tool-parser-plugin": "value", "reasoning-parser": "value", "disable-fastapi-docs": "bool",
     "enable-prompt-tokens-details": "bool", "enable-server-load-tracking": "bool",
     "enable-log-requests": "bool", "disable-log-requests": "bool", "disable-log-stats": "bool",
@@ -374,6 +375,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         if body.get("model", eng.served) != eng.served:
             self.error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            return
+        if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not (
+                eng.opts.get("enable-auto-tool-choice") and eng.opts.get("tool-call-parser")):
+            self.error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
             return
         texts, images = [], []
         if self.path == "/v1/completions":

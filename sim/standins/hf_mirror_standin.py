@@ -7,7 +7,10 @@ the layout a real user's local mirror of the hub cache has. The models role's
 `models_source: local` copies from such a folder; the serving stand-in finds
 the result with HF_HUB_OFFLINE=1 as vLLM would.
 
-    hf_mirror_standin.py DIR ORG/NAME [ORG/NAME ...]
+    hf_mirror_standin.py DIR ORG/NAME[=SRC] [...]
+
+ORG/NAME=SRC takes the files of a real model folder SRC (the sim's tiny model, which the real
+engine in the sim serves) instead of stand-in bytes.
 """
 import hashlib
 import json
@@ -27,15 +30,21 @@ def files_of(model):
     }
 
 
-def write(root, model):
+def files_from(src):
+    return {name: open(os.path.join(src, name), "rb").read() for name in sorted(os.listdir(src))
+            if os.path.isfile(os.path.join(src, name))}
+
+
+def write(root, model, src=None):
     folder = os.path.join(root, "models--" + model.replace("/", "--"))
-    revision = hashlib.sha1(("standin:" + model).encode()).hexdigest()
+    files = files_from(src) if src else files_of(model)
+    revision = hashlib.sha1(("standin:" + model + ":" + "".join(sorted(files))).encode()).hexdigest()
     snapshot = os.path.join(folder, "snapshots", revision)
     for sub in ("refs", "blobs", snapshot):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
     with open(os.path.join(folder, "refs", "main"), "w", encoding="utf-8") as handle:
         handle.write(revision)
-    for name, data in files_of(model).items():
+    for name, data in files.items():
         blob = hashlib.sha256(data).hexdigest()
         with open(os.path.join(folder, "blobs", blob), "wb") as handle:
             handle.write(data)
@@ -47,8 +56,9 @@ def write(root, model):
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
-    for model in argv[1:]:
-        write(argv[0], model)
+    for arg in argv[1:]:
+        model, _, src = arg.partition("=")
+        write(argv[0], model, src or None)
     os.chmod(argv[0], 0o755)
 
 

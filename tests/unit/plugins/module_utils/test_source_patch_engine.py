@@ -1,5 +1,6 @@
 """The patch engine on real files: results, idempotence, check mode, restore on failure, the script entry."""
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -169,3 +170,44 @@ def test_script_entry_reports_json(pkg, tmp_path):
     out = json.loads(run.stdout)
     assert [r["result"] for r in out["results"]] == ["applied", "target_missing"]
     assert out["failed"] == ["gone"]
+
+
+@pytest.fixture
+def launcher_mod(tmp_path, monkeypatch):
+    """A launcher mod folder whose run.sh records where and how it ran."""
+    monkeypatch.setattr(engine, "LAUNCHER_DEST", str(tmp_path / "workspace" / "mods"))
+    folder = tmp_path / "checkout" / "fix-demo"
+    folder.mkdir(parents=True)
+    (folder / "data.txt").write_text("payload\n")
+    (folder / "run.sh").write_text('#!/bin/bash\nset -e\npwd > ran.txt\necho "$WORKSPACE_DIR" >> ran.txt\n'
+                                   'cat data.txt >> ran.txt\necho "patched it"\n')
+    return folder
+
+
+def test_launcher_mod_runs_from_its_copy_like_the_launcher(launcher_mod, tmp_path):
+    result = engine.patch({"name": "fix-demo", "launcher": str(launcher_mod)})
+    dest = tmp_path / "workspace" / "mods" / "fix-demo"
+    assert (result["result"], result["ok"], result["strict"]) == ("applied", True, True)
+    assert "patched it" in result["message"]
+    assert (dest / "ran.txt").read_text().splitlines() == [str(dest), str(pathlib.Path.cwd()), "payload"]
+    assert not (launcher_mod / "ran.txt").exists(), "the mod runs from its copy, not from the checkout"
+
+
+def test_failed_launcher_mod_is_strict_by_default(launcher_mod):
+    (launcher_mod / "run.sh").write_text("#!/bin/bash\necho 'Could not find expected block' >&2\nexit 3\n")
+    result = engine.patch({"name": "fix-demo", "launcher": str(launcher_mod)})
+    assert (result["result"], result["ok"]) == ("failed", False)
+    assert "run.sh exited 3: Could not find expected block" in result["message"]
+    relaxed = engine.patch({"name": "fix-demo", "launcher": str(launcher_mod), "strict": False})
+    assert (relaxed["result"], relaxed["ok"]) == ("failed", True)
+
+
+def test_launcher_mod_is_not_run_in_check_mode(launcher_mod, tmp_path):
+    result = engine.patch({"name": "fix-demo", "launcher": str(launcher_mod)}, check=True)
+    assert result["result"] == "applied" and "not run" in result["message"]
+    assert not (tmp_path / "workspace").exists()
+
+
+def test_launcher_mod_takes_no_patch_keys():
+    problems = engine.validate({"name": "fix-demo", "launcher": "/x", "old": "a", "new": "b"})
+    assert problems and "takes only" in problems[0]

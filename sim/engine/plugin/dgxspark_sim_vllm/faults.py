@@ -1,0 +1,266 @@
+"""Sim only: the real vLLM engine (CPU build) fails where the DGX Spark pair fails.
+
+Installed by the general plugin in every vLLM process (API server, engine core, every
+rank, Ray actors included). Each model below is named after what it stands for; every
+figure it produces is modelled, not measured.
+
+* Env on every rank: the first vLLM process records the environment it was started
+  with; each rank compares the environment *it* was started with (its node's
+  container, plus what its launcher added) for the variables the b12x stack, torch and
+  the BLAS libraries read at import. On the pair those reads happen before vLLM's Ray
+  executor fills in the driver's values (with setdefault, after import; and Ray forces
+  OMP_NUM_THREADS=1), so a value only the driver has never reaches a rank.
+* Mods: the startup-critical mods of the M3 b12x group leave markers in vLLM's files
+  (the sim launcher's mods, sim/launcher-standin); a rank whose vLLM lacks one fails
+  with the error the real engine raises without it. (--attention-backend b12x needs no
+  model here: the sim image's vLLM lacks the B12X registration, as the recipe's pinned
+  vLLM does, and the real argument check refuses it until the dense mod adds it.)
+* Triton cache: at the first step each rank looks for the field report's four kernels in
+  its node's mounted cache. All present: fine. None: every rank compiles them, in
+  lockstep, into its cache. Some ranks only: those JIT-compile mid-replay, the others
+  wait in the collective, and the engine dies as the field report saw it.
+* Clock: each step takes the time the node's stand-in GPU clock implies, so the
+  lockstep pair runs at its slowest node (a healthy pair gives the field report's
+  36.3 tok/s tg32, a head wedged at 611 MHz ~20).
+* Memory: a GB10's free memory at start, less the desktop the node's display manager
+  holds: vLLM's startup check refuses a utilization above it, as on the field report's
+  head with a desktop at util 0.93.
+"""
+import hashlib
+import json
+import logging
+import os
+import time
+
+SIM_STATE = "/etc/dgxspark-sim"  # the node's stand-in GPU, mounted into the serving containers
+ENGINE_ENV = "DGXSPARK_SIM_ENGINE_ENV"
+# Read at import by torch, the BLAS libraries, vLLM and the b12x glue.
+IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "B12X_", "PYTORCH_", "VLLM_")
+# Set per node or per process by design, or kept on the API server only.
+PER_NODE = {"VLLM_HOST_IP", "VLLM_HOST_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_API_KEY", "VLLM_DIST_IDENT",
+            "VLLM_RINGBUFFER_WARNING_INTERVAL"}
+KERNELS = ("eagle_prepare_next", "_nvfp4_write", "update_regular_decode", "rejection_sample")
+PREWARMED = ("_compute_slot_mapping_kernel", "_nvfp4_write_triton", "_cache_write_nvfp4_kernel")
+# Seconds a rank spends JIT-compiling mid-replay: past vLLM's 60 s shared-memory broadcast warning.
+JIT_STALL_S = float(os.environ.get("DGXSPARK_SIM_JIT_STALL_S", "75"))
+# The stand-in nvidia-smi's SM clock under load per state (sim/standins/nvidia_smi_standin.py).
+CLOCK_UNDER_LOAD = {"healthy": 2405, "idle": 2405, "throttled": 670, "wedged": 611}
+# Decode is mostly memory-bound: t(step) = T_MEM + T_CLOCK * 2405 / clock, fitted so that a healthy
+# pair gives 36.3 tok/s (27.5 ms) and a head at 611 MHz 20 tok/s (50 ms) (field report).
+T_MEM_S, T_CLOCK_S = 0.01982, 0.00773
+PREFILL_TOK_S = 1000.0  # "Prefill stays ~1000 tok/s"
+# GB10 memory at engine start (GiB): what CUDA reports, and what is free headless; a desktop holds
+# ~0.7 more. Fitted to the field report: util 0.93 fails "by ~0.5 GB" with a desktop, passes headless.
+GB10_TOTAL_GIB, GB10_FREE_HEADLESS_GIB, DESKTOP_GIB = 121.69, 113.37, 0.7
+# Startup-critical mods of the M3 b12x group: the file (under vllm/) their sim stand-in marks,
+# and the error the real engine raises without them.
+MODS = {
+    "fix-minimax-m3-compressed-tensors-swiglu-clamp": (
+        "model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe.py",
+        "AssertionError: SWIGLUOAI_UNINTERLEAVE requires clamp_limit"),
+    "fix-minimax-m3-b12x-indexer": (
+        "models/minimax_m3/common/indexer.py",
+        "NotImplementedError: indexer_kv_dtype='nvfp4' needs the (not-yet-added) CuteDSL indexer impl."),
+    "fix-minimax-m3-b12x-msa": (
+        "models/minimax_m3/common/sparse_attention.py",
+        "ValueError: kv_cache_dtype nvfp4 is not supported by the MiniMax M3 sparse attention"),
+    "fix-eagle3-draft-embed-quant": (
+        "model_executor/models/llama_eagle3.py",
+        "KeyError: 'model.embed_tokens.weight_packed' (the int4 drafter's embedding cannot load)"),
+}
+MARK = "# dgxspark-sim mod applied: "
+
+_state = {"first_step": True}
+
+
+def _logger():
+    try:
+        from vllm.logger import init_logger  # pylint: disable=import-outside-toplevel
+        return init_logger("dgxspark_sim")
+    except ImportError:
+        return logging.getLogger("dgxspark_sim")
+
+
+LOG = _logger()
+
+
+def _initial_environ():
+    """The environment this process was started with (not what Python set since)."""
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def _checked(env):
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES) and k not in PER_NODE}
+
+
+def _node():
+    return os.environ.get("VLLM_HOST_IP") or os.uname().nodename
+
+
+def check_env():
+    """First process: record the env. Any later one (a rank): compare its own start env with it."""
+    if ENGINE_ENV not in os.environ:
+        os.environ[ENGINE_ENV] = json.dumps(_checked(_initial_environ()), sort_keys=True)
+        return
+    wanted = json.loads(os.environ[ENGINE_ENV])
+    have = _initial_environ()
+    wrong = {k: (v, have.get(k)) for k, v in wanted.items() if have.get(k) != v}
+    if wrong:
+        lines = ", ".join("%s=%s where the engine started with %s" % (k, "unset" if h is None else repr(h), repr(v))
+                          for k, (v, h) in sorted(wrong.items()))
+        raise RuntimeError(
+            "dgxspark-sim (modelled): the rank on %s started with %s. torch, the BLAS libraries and the b12x glue "
+            "read these at import, before vLLM's Ray executor fills in the driver's values (setdefault, after "
+            "import; Ray sets OMP_NUM_THREADS=1 itself), so the recipe's env must be in every node's container."
+            % (_node(), lines))
+
+
+def _gpu_state():
+    try:
+        with open(os.path.join(SIM_STATE, "scenario.json")) as handle:
+            return json.load(handle).get("gpu_state", "healthy")
+    except (OSError, ValueError):
+        return "healthy"
+
+
+def _triton_dir():
+    return os.path.join(os.environ.get("TRITON_CACHE_DIR") or os.path.expanduser("~/.triton/cache"))
+
+
+def _has_kernel(root, name):
+    for base, _dirs, files in os.walk(root):
+        if name + ".json" in files and name + ".cubin" in files:
+            return True
+    return False
+
+
+def _compile(names, why):
+    """Write Triton cache entries for names, as a compile would (same bytes on every node)."""
+    root = _triton_dir()
+    for name in names:
+        digest = hashlib.sha256(("sm_121/" + name).encode()).hexdigest()[:32]
+        folder = os.path.join(root, digest)
+        os.makedirs(folder, exist_ok=True)
+        meta = {"name": name, "target": {"backend": "cuda", "arch": 121}, "dgxspark_sim": "modelled kernel"}
+        for fname, data in ((name + ".json", json.dumps(meta)), ("__grp__" + name + ".json",
+                                                               json.dumps({"child_paths": {name + ".cubin": ""}})),
+                            (name + ".cubin", "modelled cubin of %s\n" % name)):
+            with open(os.path.join(folder, fname), "w") as handle:
+                handle.write(data)
+    LOG.info("dgxspark-sim (modelled): compiled Triton kernels %s into %s (%s)", ", ".join(names), root, why)
+
+
+def prewarm(worker):
+    """What the b12x Triton prewarm hook does (the sim's prewarm mod calls it): the helpers it covers."""
+    missing = [n for n in PREWARMED if not _has_kernel(_triton_dir(), n)]
+    if missing:
+        _compile(missing, "b12x Triton prewarm")
+    LOG.info("dgxspark-sim (modelled): b12x Triton prewarm done on %s; it does not cover %s", _node(),
+             ", ".join(KERNELS))
+    return worker
+
+
+def _world_group():
+    from vllm.distributed import get_world_group  # pylint: disable=import-outside-toplevel
+    return get_world_group()
+
+
+def first_step():
+    """The first replay: ranks without the four kernels JIT them; uneven caches desync the ranks."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    group = _world_group()
+    have = all(_has_kernel(_triton_dir(), k) for k in KERNELS)
+    states = [None] * group.world_size
+    dist.all_gather_object(states, {"node": _node(), "have": have}, group=group.cpu_group)
+    if all(s["have"] for s in states):
+        return
+    if not any(s["have"] for s in states):
+        _compile(list(KERNELS), "first replay on every rank at once: cold caches compile in lockstep")
+        return
+    if have:
+        return  # this rank replays from its cache and waits in the next collective
+    warm = sorted({s["node"] for s in states if s["have"]})
+    LOG.error("dgxspark-sim (modelled): %s lacks Triton kernels %s that %s has: JIT-compiling them during the "
+              "first replay while the other ranks replay from their caches", _node(), ", ".join(KERNELS),
+              ", ".join(warm))
+    time.sleep(JIT_STALL_S)
+    _compile(list(KERNELS), "mid-replay JIT")
+    raise RuntimeError("dgxspark-sim (modelled): ranks desynchronised in the first replay: %s compiled %s "
+                       "mid-replay, %s did not. Give every node the same Triton cache before serving."
+                       % (_node(), ", ".join(KERNELS), ", ".join(warm)))
+
+
+def pace(started, tokens, decode):
+    """Let the step take the time this node's GPU clock implies (the slowest node sets the pair's pace)."""
+    clock = CLOCK_UNDER_LOAD.get(_gpu_state(), CLOCK_UNDER_LOAD["healthy"])
+    factor = CLOCK_UNDER_LOAD["healthy"] / clock
+    want = (T_MEM_S + T_CLOCK_S * factor) if decode else tokens / PREFILL_TOK_S * factor
+    left = want - (time.monotonic() - started)
+    if left > 0:
+        time.sleep(left)
+
+
+def check_memory(util):
+    free = GB10_FREE_HEADLESS_GIB - (DESKTOP_GIB if os.path.exists(os.path.join(SIM_STATE, "desktop-active")) else 0)
+    wanted = util * GB10_TOTAL_GIB
+    if wanted > free:
+        raise ValueError(
+            "Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization "
+            "(%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes. "
+            "(dgxspark-sim, modelled: the GB10 of %s%s)" % (free, GB10_TOTAL_GIB, util, wanted, _node(),
+                                                            ", whose display manager holds ~%.1f GiB" % DESKTOP_GIB
+                                                            if free < GB10_FREE_HEADLESS_GIB else ""))
+
+
+def check_mods():
+    import vllm  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(vllm.__file__)
+    for mod, (rel, error) in MODS.items():
+        try:
+            with open(os.path.join(root, rel)) as handle:
+                marked = (MARK + mod) in handle.read()
+        except OSError:
+            marked = False
+        if not marked:
+            raise RuntimeError("%s (dgxspark-sim, modelled: mod %s did not run on this image)" % (error, mod))
+
+
+def install():
+    """Wrap the CPU worker where the pair's failures happen. Safe in any process; once."""
+    check_env()
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner  # pylint: disable=import-outside-toplevel
+    from vllm.v1.worker.cpu_worker import CPUWorker  # pylint: disable=import-outside-toplevel
+    if getattr(CPUWorker, "_dgxspark_sim", False):
+        return
+    CPUWorker._dgxspark_sim = True
+    init_device, load_model = CPUWorker.init_device, CPUWorker.load_model
+    execute = CPUModelRunner.execute_model
+
+    def init_device_sim(self):
+        check_memory(self.cache_config.gpu_memory_utilization)
+        return init_device(self)
+
+    def load_model_sim(self, *args, **kwargs):
+        check_mods()
+        return load_model(self, *args, **kwargs)
+
+    def execute_sim(self, scheduler_output, *args, **kwargs):
+        tokens = getattr(scheduler_output, "total_num_scheduled_tokens", 0)
+        if tokens and _state["first_step"]:
+            _state["first_step"] = False
+            first_step()
+        started = time.monotonic()
+        out = execute(self, scheduler_output, *args, **kwargs)
+        if tokens:
+            requests = len(getattr(scheduler_output, "num_scheduled_tokens", {}) or {}) or 1
+            pace(started, tokens, decode=tokens <= requests)
+        return out
+
+    CPUWorker.init_device, CPUWorker.load_model = init_device_sim, load_model_sim
+    CPUModelRunner.execute_model = execute_sim
