@@ -120,6 +120,9 @@ def save(tag, stable_ref, prefix):
         run(PODMAN + ["tag", tag, stable_ref])
         run(PODMAN + ["save", "--format", "docker-archive", "-o", str(partial), stable_ref], stdout=subprocess.DEVNULL)
         partial.rename(archive)
+        for old in IMAGE_DIR.glob(f"{prefix}-*.tar"):  # archives of earlier inputs: gigabytes each
+            if old != archive:
+                old.unlink()
     return archive
 
 

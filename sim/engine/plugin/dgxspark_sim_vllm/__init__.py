@@ -13,6 +13,6 @@ def platform():
     return "dgxspark_sim_vllm.platform.SimSparkPlatform"
 
 
-def faults():
+def install_faults():
     from dgxspark_sim_vllm import faults as _faults  # pylint: disable=import-outside-toplevel
     _faults.install()

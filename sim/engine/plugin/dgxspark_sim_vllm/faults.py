@@ -76,7 +76,7 @@ _state = {"first_step": True}
 def _logger():
     try:
         from vllm.logger import init_logger  # pylint: disable=import-outside-toplevel
-        return init_logger("dgxspark_sim")
+        return init_logger("vllm.dgxspark_sim")
     except ImportError:
         return logging.getLogger("dgxspark_sim")
 
@@ -86,13 +86,8 @@ LOG = _logger()
 
 def _initial_environ():
     """The environment this process was started with (not what Python set since)."""
-    try:
-        with open("/proc/self/environ", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return dict(os.environ)
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+    from dgxspark_sim_vllm.startenv import ENV  # pylint: disable=import-outside-toplevel
+    return ENV
 
 
 def _checked(env):

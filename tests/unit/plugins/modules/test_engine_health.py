@@ -1,0 +1,87 @@
+"""engine_health: healthy ends the wait; a dead or restarted engine fails at once with its log; a stall fails."""
+import pytest
+from readiness_harness import run_module  # noqa: F401  (fixture)
+
+from ansible.module_utils import basic
+from ansible_collections.dgxspark.vllm.plugins.modules import engine_health
+
+
+class FakeEngine:
+    """systemctl show / journalctl answers that follow a script of states, one per poll."""
+
+    def __init__(self, states, cursors=None):
+        self.states, self.cursors, self.polls = states, cursors, 0
+        self.log_queries = []
+
+    def state(self):
+        return self.states[min(self.polls, len(self.states) - 1)]
+
+    def run_command(self, module, args, **kwargs):
+        if args[1] == "show":
+            s = self.state()
+            self.polls += 1
+            return 0, "".join("%s=%s\n" % kv for kv in s.items() if kv[0] != "healthy"), ""
+        if "--show-cursor" in args:
+            cursor = self.cursors[min(self.polls, len(self.cursors) - 1)] if self.cursors else "c%d" % self.polls
+            return 0, "-- cursor: %s\n" % cursor, ""
+        self.log_queries.append(args)
+        return 0, "ValueError: Unknown attention backend: 'B12X'\nEngineCore failed to start.\n", ""
+
+
+RUNNING = {"ActiveState": "active", "SubState": "running", "NRestarts": "0", "InvocationID": "aaa",
+           "ExecMainStatus": "0", "Result": "success", "healthy": False}
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    def make(states, cursors=None):
+        fake = FakeEngine(states, cursors)
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, args, **kw: fake.run_command(self, args))
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: name)
+        monkeypatch.setattr(engine_health, "healthy", lambda url: fake.state().get("healthy", False))
+        monkeypatch.setattr(engine_health.time, "sleep", lambda s: None)
+        return fake
+    return make
+
+
+ARGS = {"url": "http://127.0.0.1:8000/health", "unit": "dgxspark-vllm", "poll": 1}
+
+
+def test_healthy_ends_the_wait(run_module, engine):
+    engine([RUNNING, RUNNING, dict(RUNNING, healthy=True)])
+    out = run_module(engine_health.main, ARGS)
+    assert not out.failed and out.result["changed"] is False
+
+
+def test_a_restart_fails_at_once_with_the_old_invocations_log(run_module, engine):
+    fake = engine([RUNNING, dict(RUNNING, SubState="auto-restart", ExecMainStatus="1"),
+                   dict(RUNNING, InvocationID="bbb", NRestarts="1")])
+    out = run_module(engine_health.main, ARGS)
+    assert out.failed and fake.polls <= 3
+    assert "died" in out.result["msg"] and "exit status 1" in out.result["msg"]
+    assert "Unknown attention backend" in out.result["msg"]
+    assert fake.log_queries[-1][-1] == "_SYSTEMD_INVOCATION_ID=aaa"
+
+
+def test_a_new_invocation_counts_as_a_death(run_module, engine):
+    engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
+    out = run_module(engine_health.main, ARGS)
+    assert out.failed and "restarted it" in out.result["msg"]
+
+
+def test_progress_keeps_the_wait_going_and_silence_ends_it(run_module, engine, monkeypatch):
+    clock = iter(range(0, 10000, 30))
+    monkeypatch.setattr(engine_health.time, "monotonic", lambda: next(clock))
+    # the journal moves for a while, then stays put: "stuck" after stall_timeout, not the whole timeout
+    fake = engine([RUNNING], cursors=["c0", "c1", "c2", "c3"] + ["c3"] * 100)
+    out = run_module(engine_health.main, dict(ARGS, stall_timeout=100, timeout=5000))
+    assert out.failed and "stuck" in out.result["msg"] and "no new log line" in out.result["msg"]
+    assert 4 < fake.polls < 20
+
+
+def test_timeout_while_progressing(run_module, engine, monkeypatch):
+    clock = iter(range(0, 10000, 50))
+    monkeypatch.setattr(engine_health.time, "monotonic", lambda: next(clock))
+    engine([RUNNING])
+    out = run_module(engine_health.main, dict(ARGS, stall_timeout=10000, timeout=300))
+    assert out.failed and "not healthy within 300 s" in out.result["msg"]
