@@ -133,6 +133,11 @@ def build(context, name, base, extra_args=()):
     log(f"building {tag}")
     run(PODMAN + ["build", "--quiet", *ULIMITS, "--network", "host", "--build-arg", f"BASE={base}",
                   *extra_args, "-t", tag, str(context)])
+    # Builds of earlier inputs: gigabytes each for the engine image.
+    listed = run(PODMAN + ["images", "--format", "{{.Repository}}:{{.Tag}}", f"localhost/{name}"], capture=True)
+    stale = [ref for ref in listed.stdout.split() if ref not in (tag, f"localhost/{name}:latest")]
+    if stale:
+        run(PODMAN + ["rmi", *stale], check=False, capture=True)
     return tag
 
 
@@ -214,9 +219,16 @@ def node_exec(container, *cmd, check=True):
 
 def start_node(cluster, node, image, archives, model, gpu_state):
     c = node["container"]
-    run(PODMAN + ["rm", "-f", "-t", "0", c], check=False, capture=True)
+    # A node with nested containers can take a few tries to go away.
+    for _ in range(10):
+        run(PODMAN + ["rm", "-f", "-t", "0", c], check=False, capture=True)
+        if run(PODMAN + ["container", "exists", c], check=False, capture=True).returncode != 0:
+            break
+        time.sleep(2)
     run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
                   "--systemd=always", *ULIMITS,
+                  # A DGX OS node's /dev/shm is half its memory; vLLM's ranks share it (--ipc host).
+                  "--shm-size", "1g",
                   "-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup:rw",
                   "-v", f"{c}-containers:/var/lib/containers",
                   # The serving test image as an archive on each node, where a user's

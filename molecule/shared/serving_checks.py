@@ -78,9 +78,9 @@ def assert_argv_follows_recipe(argv, data):
         assert flag_value(argv, "served-model-name") == data["served_model_name"]
 
 
-def api(head, url, key=None, body=None):
+def api(head, url, key=None, body=None, timeout=10):
     """HTTP status and body of a request made on the head (curl, loopback or the API address)."""
-    cmd = "curl -s -m 10 -o /tmp/api-body -w '%{http_code}' "
+    cmd = f"curl -s -m {timeout} -o /tmp/api-body -w '%{{http_code}}' "
     if key:
         cmd += f"-H 'Authorization: Bearer {key}' "
     if body is not None:
@@ -141,3 +141,39 @@ def start_node_again(container, mgmt_ip, timeout=240):
             return
         time.sleep(2)
     raise AssertionError(f"{container} did not answer SSH within {timeout}s after a restart")
+
+
+SIM_GROUP_VARS = PROJECT / "inventories" / "sim" / "group_vars"
+
+
+def real_engine_vars():
+    """The settings of the sim's real-engine group (inventories/sim/group_vars/sim_real_engine.yml)."""
+    return yaml.safe_load((SIM_GROUP_VARS / "sim_real_engine.yml").read_text())
+
+
+def merged(base, change):
+    """base with change merged in recursively (what combine(recursive=true) gives)."""
+    out = dict(base)
+    for key, value in change.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def overrides_with(change):
+    """-e arguments that set serve_recipe_overrides to the sim's own with change merged in."""
+    return ["-e", json.dumps({"serve_recipe_overrides": merged(real_engine_vars()["serve_recipe_overrides"], change)})]
+
+
+def recipe_as_served(name="minimax-m3-text"):
+    """The recipe the sim's real engine serves: the shipped one with the sim's listed swaps."""
+    return merged(recipe(name), real_engine_vars()["serve_recipe_overrides"])
+
+
+def changed_count(out, host):
+    m = __import__("re").search(rf"^{host}\s*:.*\bchanged=(\d+)", out, __import__("re").M)
+    assert m, out[-3000:]
+    return int(m.group(1))
+
+
+def journal(host, unit, lines=400):
+    return host.run(f"sudo journalctl -u {unit} --no-pager -o cat -n {lines}").stdout

@@ -81,8 +81,14 @@ log:
   description: The engine's last log lines, when it failed.
   returned: failure
   type: str
+reason:
+  description: The root cause found in the engine's log (its first error line that is not a wrapper), when it died.
+  returned: failure
+  type: str
+  sample: "ValueError: Unknown attention backend: 'B12X'."
 """
 
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -113,6 +119,23 @@ class Engine:
         argv += ["_SYSTEMD_INVOCATION_ID=" + invocation] if invocation else ["-u", self.unit]
         _rc, out, _err = self.module.run_command(argv)
         return out.rstrip()
+
+
+# "XError: text" lines of a Python traceback; the generic wrappers around a root cause come after it.
+_ERROR = re.compile(r"\b((?:\w+\.)*\w+(?:Error|Exception)(?:\(\w+\))?): (.+)$")
+_WRAPPERS = ("Engine core initialization failed", "RayTaskError", "RayActorError", "EngineDeadError",
+             "EngineCore encountered an issue")
+
+
+def reason(log):
+    """The root cause in an engine's log: the first error line that is not a wrapper around another."""
+    found = []
+    for line in log.splitlines():
+        m = _ERROR.search(line)
+        if m and m.group(0) not in found:
+            found.append(m.group(0))
+    root = [f for f in found if not any(w in f for w in _WRAPPERS)]
+    return (root or found or [""])[0]
 
 
 def healthy(url):
@@ -152,22 +175,25 @@ def main():
         now = engine.show()
         why = died(start, now)
         if why:
-            log = engine.log(start.get("InvocationID"), p["log_lines"])
+            full = engine.log(start.get("InvocationID"), 2000)
+            log = "\n".join(full.splitlines()[-p["log_lines"]:])
+            cause = reason(full)
             module.fail_json(
-                msg="vLLM (%s) died %.0f s into the wait for %s: %s, exit status %s. Its last %d log lines:\n%s"
+                msg="vLLM (%s) died %.0f s into the wait for %s: %s, exit status %s.%s Its last %d log lines:\n%s"
                     % (p["unit"], elapsed, p["url"], why, now.get("ExecMainStatus", "?"),
-                       p["log_lines"], log),
-                elapsed=elapsed, restarts=int(now.get("NRestarts") or 0) - int(start.get("NRestarts") or 0), log=log)
+                       " Reason: %s." % cause if cause else "", p["log_lines"], log),
+                elapsed=elapsed, restarts=int(now.get("NRestarts") or 0) - int(start.get("NRestarts") or 0), log=log,
+                reason=cause)
         latest = engine.cursor()
         if latest != cursor:
             cursor, progress_at = latest, time.monotonic()
         stalled = time.monotonic() - progress_at
         if stalled > p["stall_timeout"] or elapsed > p["timeout"]:
             log = engine.log(start.get("InvocationID"), p["log_lines"])
-            reason = ("no new log line for %.0f s (stall_timeout %d)" % (stalled, p["stall_timeout"])
+            cause = ("no new log line for %.0f s (stall_timeout %d)" % (stalled, p["stall_timeout"])
                       if stalled > p["stall_timeout"] else "not healthy within %d s" % p["timeout"])
             module.fail_json(msg="vLLM (%s) is running but %s: %s. Its last %d log lines:\n%s"
-                                 % (p["unit"], "stuck" if stalled > p["stall_timeout"] else "slow", reason,
+                                 % (p["unit"], "stuck" if stalled > p["stall_timeout"] else "slow", cause,
                                     p["log_lines"], log),
                              elapsed=elapsed, restarts=0, log=log)
         time.sleep(p["poll"])

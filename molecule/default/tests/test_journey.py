@@ -1,6 +1,7 @@
 """The whole journey on the simulated pair, after site.yml converged (and ran a
-second time with nothing changed): the endpoint answers, bench.yml runs and
-labels the stand-in's figures as such, diagnose.yml collects one report."""
+second time with nothing changed): the endpoint answers, bench.yml compares its
+modelled figures with the recipe's, diagnose.yml collects one report, and the mp
+backend serves too."""
 
 import json
 import os
@@ -27,8 +28,8 @@ def head():
 
 
 def test_endpoint_lists_the_served_model(head):
-    out = head.check_output("curl -sf http://127.0.0.1:8000/v1/models")
-    assert "minimax-m3" in out, out
+    out = head.check_output("curl -sf -H 'Authorization: Bearer sim-default-key-0123' http://127.0.0.1:8000/v1/models")
+    assert json.loads(out)["data"][0]["id"] == "minimax-m3", out
 
 
 def test_units_are_active_on_every_node():
@@ -38,16 +39,17 @@ def test_units_are_active_on_every_node():
             assert host.service(unit).is_running, f"{unit} on {name}"
 
 
-def test_bench_runs_and_labels_stand_in_figures(tmp_path):
+def test_bench_compares_the_modelled_figures_with_the_recipe(tmp_path):
     res = playbook("bench.yml", "-e", f"bench_results_dir={tmp_path}", "-e", "bench_runs=2")
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     reports = list(tmp_path.glob("*.json"))
     assert reports, f"no JSON results in {tmp_path}: {list(tmp_path.iterdir())}"
     report = json.loads(reports[0].read_text())
-    assert report["stand_in"] is True and report["enforced"] is False, report
-    assert report["median"], report
+    assert report["stand_in"] is False and report["enforced"] is True, report
+    assert report["figures"] == "modelled", report
+    assert report["comparison"]["decode_tok_s"]["ratio"] >= 0.8, report
     tables = list(tmp_path.glob("*.md"))
-    assert tables and "STAND-IN" in tables[0].read_text().upper()
+    assert tables and "FIGURES MODELLED" in tables[0].read_text().upper()
 
 
 def test_diagnose_collects_one_report_from_every_node(tmp_path):
@@ -58,4 +60,17 @@ def test_diagnose_collects_one_report_from_every_node(tmp_path):
     text = reports[0].read_text()
     for node in ("spark-head", "spark-worker-1"):
         assert node in text
-    assert "ray" in text.lower()
+    assert text.count("present: eagle_prepare_next") == 2, "both nodes' Triton caches have the serving kernels"
+    assert "Active: 2 nodes" in text or text.count("node_") >= 2, "ray status lists both nodes"
+
+
+def test_the_mp_backend_serves_across_the_nodes_too():
+    res = playbook("site.yml", "-e", "serve_executor_backend=mp")
+    assert res.returncode == 0, res.stdout[-6000:]
+    head = testinfra.get_host("ansible://spark-head", ansible_inventory=INVENTORY)
+    worker = testinfra.get_host("ansible://spark-worker-1", ansible_inventory=INVENTORY)
+    assert worker.service("dgxspark-vllm").is_running and not worker.service("dgxspark-ray").is_running
+    body = json.dumps({"model": "minimax-m3", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+    out = head.check_output("curl -sf -H 'Authorization: Bearer sim-default-key-0123' -H 'Content-Type: application/json' "
+                            f"-d '{body}' http://127.0.0.1:8000/v1/chat/completions")
+    assert json.loads(out)["usage"]["completion_tokens"] == 8

@@ -23,8 +23,11 @@ figure it produces is modelled, not measured.
   lockstep pair runs at its slowest node (a healthy pair gives the field report's
   36.3 tok/s tg32, a head wedged at 611 MHz ~20).
 * Memory: a GB10's free memory at start, less the desktop the node's display manager
-  holds: vLLM's startup check refuses a utilization above it, as on the field report's
+  holds and what Ray's object store takes beyond the launcher's 1 GiB (the same unified
+  memory): vLLM's startup check refuses a utilization above it, as on the field report's
   head with a desktop at util 0.93.
+* b12x JIT cache: the prewarm compiles b12x's kernels into ~/.cache/b12x unless they are
+  there (a mounted cache keeps them across restarts; a container-local one recompiles).
 """
 import hashlib
 import json
@@ -41,6 +44,7 @@ PER_NODE = {"VLLM_HOST_IP", "VLLM_HOST_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST", "VL
             "VLLM_RINGBUFFER_WARNING_INTERVAL"}
 KERNELS = ("eagle_prepare_next", "_nvfp4_write", "update_regular_decode", "rejection_sample")
 PREWARMED = ("_compute_slot_mapping_kernel", "_nvfp4_write_triton", "_cache_write_nvfp4_kernel")
+B12X_KERNELS = ("msa_decode_sm121", "dense_paged_sm121", "indexer_topk_sm121")
 # Seconds a rank spends JIT-compiling mid-replay: past vLLM's 60 s shared-memory broadcast warning.
 JIT_STALL_S = float(os.environ.get("DGXSPARK_SIM_JIT_STALL_S", "75"))
 # The stand-in nvidia-smi's SM clock under load per state (sim/standins/nvidia_smi_standin.py).
@@ -52,6 +56,8 @@ PREFILL_TOK_S = 1000.0  # "Prefill stays ~1000 tok/s"
 # GB10 memory at engine start (GiB): what CUDA reports, and what is free headless; a desktop holds
 # ~0.7 more. Fitted to the field report: util 0.93 fails "by ~0.5 GB" with a desktop, passes headless.
 GB10_TOTAL_GIB, GB10_FREE_HEADLESS_GIB, DESKTOP_GIB = 121.69, 113.37, 0.7
+# That free memory was with the launcher's Ray object store (1 GiB); a bigger store takes the rest.
+LAUNCHER_OBJECT_STORE_GIB = 1.0
 # Startup-critical mods of the M3 b12x group: the file (under vllm/) their sim stand-in marks,
 # and the error the real engine raises without them.
 MODS = {
@@ -151,8 +157,21 @@ def _compile(names, why):
     LOG.info("dgxspark-sim (modelled): compiled Triton kernels %s into %s (%s)", ", ".join(names), root, why)
 
 
+def _b12x_cache():
+    """b12x's own JIT kernels in ~/.cache/b12x (the launcher mounts it): compiled when absent."""
+    root = os.path.expanduser("~/.cache/b12x")
+    missing = [k for k in B12X_KERNELS if not os.path.exists(os.path.join(root, k + ".cubin"))]
+    os.makedirs(root, exist_ok=True)
+    for name in missing:
+        with open(os.path.join(root, name + ".cubin"), "w") as handle:
+            handle.write("modelled b12x kernel %s\n" % name)
+    LOG.info("dgxspark-sim (modelled): b12x kernels: %d from %s, %d compiled", len(B12X_KERNELS) - len(missing),
+             root, len(missing))
+
+
 def prewarm(worker):
     """What the b12x Triton prewarm hook does (the sim's prewarm mod calls it): the helpers it covers."""
+    _b12x_cache()
     missing = [n for n in PREWARMED if not _has_kernel(_triton_dir(), n)]
     if missing:
         _compile(missing, "b12x Triton prewarm")
@@ -201,16 +220,39 @@ def pace(started, tokens, decode):
         time.sleep(left)
 
 
+def _ray_object_store_gib():
+    """Ray's object store on this rank's node (GiB), when the rank is a Ray actor."""
+    try:
+        import ray  # pylint: disable=import-outside-toplevel
+        if not ray.is_initialized():
+            return None
+        node = ray.get_runtime_context().get_node_id()
+        for entry in ray.nodes():
+            if entry["NodeID"] == node:
+                return entry["Resources"].get("object_store_memory", 0) / 1024 ** 3
+    except Exception:  # not on Ray, or Ray cannot say: nothing to model
+        return None
+    return None
+
+
 def check_memory(util):
-    free = GB10_FREE_HEADLESS_GIB - (DESKTOP_GIB if os.path.exists(os.path.join(SIM_STATE, "desktop-active")) else 0)
+    desktop = DESKTOP_GIB if os.path.exists(os.path.join(SIM_STATE, "desktop-active")) else 0.0
+    store = _ray_object_store_gib()
+    extra_store = max(0.0, (store or 0.0) - LAUNCHER_OBJECT_STORE_GIB)
+    free = GB10_FREE_HEADLESS_GIB - desktop - extra_store
     wanted = util * GB10_TOTAL_GIB
     if wanted > free:
+        why = []
+        if desktop:
+            why.append("its display manager holds ~%.1f GiB" % desktop)
+        if extra_store:
+            why.append("Ray's object store holds %.1f GiB of the same memory (the launcher limits it to %.0f GiB)"
+                       % (store, LAUNCHER_OBJECT_STORE_GIB))
         raise ValueError(
             "Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization "
             "(%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes. "
             "(dgxspark-sim, modelled: the GB10 of %s%s)" % (free, GB10_TOTAL_GIB, util, wanted, _node(),
-                                                            ", whose display manager holds ~%.1f GiB" % DESKTOP_GIB
-                                                            if free < GB10_FREE_HEADLESS_GIB else ""))
+                                                            ": " + "; ".join(why) if why else ""))
 
 
 def check_mods():

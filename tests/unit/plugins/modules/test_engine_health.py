@@ -25,7 +25,8 @@ class FakeEngine:
             cursor = self.cursors[min(self.polls, len(self.cursors) - 1)] if self.cursors else "c%d" % self.polls
             return 0, "-- cursor: %s\n" % cursor, ""
         self.log_queries.append(args)
-        return 0, "ValueError: Unknown attention backend: 'B12X'\nEngineCore failed to start.\n", ""
+        return 0, ("(EngineCore pid=9) ERROR [core.py:1510] ValueError: Unknown attention backend: 'B12X'\n"
+                   "EngineCore failed to start.\nRuntimeError: Engine core initialization failed. See root cause above.\n"), ""
 
 
 RUNNING = {"ActiveState": "active", "SubState": "running", "NRestarts": "0", "InvocationID": "aaa",
@@ -59,7 +60,7 @@ def test_a_restart_fails_at_once_with_the_old_invocations_log(run_module, engine
     out = run_module(engine_health.main, ARGS)
     assert out.failed and fake.polls <= 3
     assert "died" in out.result["msg"] and "exit status 1" in out.result["msg"]
-    assert "Unknown attention backend" in out.result["msg"]
+    assert "Reason: ValueError: Unknown attention backend: 'B12X'." in out.result["msg"]
     assert fake.log_queries[-1][-1] == "_SYSTEMD_INVOCATION_ID=aaa"
 
 
@@ -85,3 +86,11 @@ def test_timeout_while_progressing(run_module, engine, monkeypatch):
     engine([RUNNING])
     out = run_module(engine_health.main, dict(ARGS, stall_timeout=10000, timeout=300))
     assert out.failed and "not healthy within 300 s" in out.result["msg"]
+
+
+def test_reason_skips_the_wrappers_around_the_root_cause():
+    log = ("ray.exceptions.RayTaskError(RuntimeError): ray::RayWorkerProc.initialize_worker() (pid=1)\n"
+           "RuntimeError: dgxspark-sim (modelled): the rank on 10.0.0.2 started with OMP_NUM_THREADS=unset\n"
+           "RuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert engine_health.reason(log).startswith("RuntimeError: dgxspark-sim (modelled): the rank on 10.0.0.2")
+    assert engine_health.reason("no error here") == ""

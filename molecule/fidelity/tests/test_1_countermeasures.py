@@ -1,0 +1,105 @@
+"""Each countermeasure of the collection taken away in turn, on the real engine: the run fails, and
+the message names what is missing. The converge before was the full, healthy deployment."""
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+
+HOSTS = sc.inventory()
+HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
+WORKER = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_workers")
+KEY = HOSTS[HEAD]["serve_api_key"]
+URL = "http://127.0.0.1:8000"
+
+
+def derived_images(host):
+    out = host.check_output("sudo docker images --format '{{.Repository}}:{{.Tag}}'")
+    return sorted(r for r in out.split() if ":mods-" in r)
+
+
+def test_the_measured_stack_serves_first():
+    head = sc.node(HEAD)
+    status, text = sc.api(head, URL + "/v1/models", KEY)
+    assert status == 200 and json.loads(text)["data"][0]["id"] == "minimax-m3", text
+
+
+def test_an_impossible_context_is_stopped_in_preflight_before_any_change():
+    res = sc.playbook("site.yml", "--tags", "preflight",
+                      *sc.overrides_with({"args": {"gpu-memory-utilization": 0.90, "max-model-len": 196608}}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert "below max-model-len 196608 even at the top of its error" in out, out[-3000:]
+    assert sc.changed_count(out, HEAD) == 0 and sc.changed_count(out, WORKER) == 0
+
+
+def test_the_launchers_prometheus_mod_kills_the_build_as_it_killed_the_launch():
+    # Without the collection's replacement the launcher's own mod runs, and the sim image's
+    # instrumentator (8.1.0) no longer has the block it replaces: SystemExit, as the field report saw.
+    head = sc.node(HEAD)
+    before = derived_images(head)
+    res = sc.playbook("site.yml", "--tags", "mods", "-e", json.dumps({"mods_definitions": []}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert "fix-prometheus-fastapi-routing: failed" in out, out[-3000:]
+    assert "Could not find expected prometheus_fastapi_instrumentator routing block" in out, out[-3000:]
+    assert "aborts the launch" in out, out[-3000:]
+    assert derived_images(head) == before, "a derived image was committed although a mod failed"
+
+
+def test_without_the_mods_the_engine_refuses_the_b12x_backend():
+    # The base image, as the launcher would run it without its mod group: vLLM's own argument check.
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_image=localhost/dgxspark-sim-vllm:latest")
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert "Reason: ValueError: Unknown attention backend: 'B12X'" in out, out[-4000:]
+
+
+def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
+    # Upstream's Ray mode: the recipe env reaches the engine on the head, not the other node's container.
+    engine_env = ("{{ {} if inventory_hostname == '%s' else "
+                  "(serve_recipe_data.env | combine(serve_env | default({}))) }}" % WORKER)
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", json.dumps({"ray_cluster_engine_env": engine_env}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    worker_ip = HOSTS[WORKER]["spark_fabric_ip"]
+    assert f"the rank on {worker_ip} started with" in out, out[-4000:]
+    for var in ("OMP_NUM_THREADS=unset", "VLLM_M3_FP8_KV_TEST_SCALE=unset", "B12X_TRITON_PREWARM_STRICT=unset"):
+        assert var in out, var
+
+
+def test_rays_default_object_store_takes_the_memory_the_engine_needs():
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", json.dumps({"ray_cluster_object_store_memory": None}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert "Free memory on device" in out and "Ray's object store holds" in out, out[-4000:]
+
+
+def test_without_auto_tool_choice_every_agent_request_is_refused():
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate",
+                      *sc.overrides_with({"args": {"enable-auto-tool-choice": False}}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert 'tool_choice "auto" was refused (status 400)' in out, out[-4000:]
+    assert "--enable-auto-tool-choice" in out
+
+
+def test_the_measured_stack_comes_back():
+    res = sc.playbook("site.yml")
+    assert res.returncode == 0, res.stdout[-6000:]
+    head = sc.node(HEAD)
+    status, text = sc.api(head, URL + "/v1/chat/completions", KEY,
+                          {"model": "minimax-m3", "max_tokens": 8, "messages": [{"role": "user", "content": "hello"}]})
+    assert status == 200, text
+
+
+def test_the_b12x_cache_lives_on_the_nodes_and_survives_a_restart():
+    # The prewarm compiled b12x's kernels into the mounted ~/.cache/b12x of each node; a restart reuses them.
+    head = sc.node(HEAD)
+    for name in (HEAD, WORKER):
+        files = sc.node(name).run("sudo find /home/spark/.cache/b12x -name '*.cubin'").stdout.split()
+        assert len(files) == 3, (name, files)
+    head.check_output("sudo systemctl restart dgxspark-vllm")
+    assert sc.wait_health(head, URL, 600) is not None
+    assert "b12x kernels: 3 from /root/.cache/b12x, 0 compiled" in sc.journal(head, "dgxspark-vllm", 2000)

@@ -1,0 +1,124 @@
+"""The field report's two traps and its desktop, reproduced in the real engine: each fails the way the
+report saw it when the collection's countermeasure is left out, and does not with it."""
+import json
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+
+HOSTS = sc.inventory()
+HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
+WORKER = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_workers")
+KEY = HOSTS[HEAD]["serve_api_key"]
+URL = "http://127.0.0.1:8000"
+TRITON = "/home/spark/.triton"
+KERNELS = ("eagle_prepare_next", "_nvfp4_write", "update_regular_decode", "rejection_sample")
+CHAT = {"model": "minimax-m3", "max_tokens": 8, "messages": [{"role": "user", "content": "hello spark"}]}
+
+
+def restart_engine(head):
+    """A fresh engine (new ranks read their caches again at the first step); its new log starts here."""
+    head.check_output("sudo systemctl restart dgxspark-vllm")
+    since = head.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    assert sc.wait_health(head, URL, 600) is not None, "the engine did not come back"
+    return since
+
+
+def log_since(head, since):
+    return head.run(f"sudo journalctl -u dgxspark-vllm --no-pager -o cat --since '{since}'").stdout
+
+
+def kernels(host):
+    out = host.run(f"sudo find {TRITON} -name '*.json' -not -name '__grp__*'").stdout
+    return {k for k in KERNELS if f"/{k}.json" in out}
+
+
+def new_worker_cache():
+    """The worker's Triton cache as a new or replaced worker has it: empty (the head keeps its kernels)."""
+    worker = sc.node(WORKER)
+    worker.check_output(f"sudo rm -rf {TRITON}/cache")
+    assert kernels(sc.node(HEAD)) == set(KERNELS) and not kernels(worker)
+
+
+def test_diagnose_names_the_kernels_the_cold_worker_lacks(tmp_path):
+    new_worker_cache()
+    res = sc.playbook("playbooks/diagnose.yml", "-e", f"diagnose_report_dir={tmp_path}")
+    assert res.returncode == 0, res.stdout[-3000:]
+    text = next(tmp_path.glob("diagnose-*.md")).read_text()
+    worker_part = text[text.index(WORKER):]
+    for k in KERNELS:
+        assert f"MISSING: {k}" in worker_part, k
+
+
+def test_with_the_cache_sync_the_first_replay_runs():
+    new_worker_cache()
+    res = sc.playbook("site.yml", "--tags", "triton_cache")
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert kernels(sc.node(WORKER)) == set(KERNELS)
+    head = sc.node(HEAD)
+    since = restart_engine(head)
+    t0 = time.monotonic()
+    status, text = sc.api(head, URL + "/v1/chat/completions", KEY, CHAT)
+    assert status == 200, text
+    assert time.monotonic() - t0 < 60
+    assert "No available shared memory broadcast block" not in log_since(head, since)
+
+
+def test_without_the_sync_the_cross_node_replay_deadlocks_as_the_field_report_saw():
+    new_worker_cache()
+    head = sc.node(HEAD)
+    since = restart_engine(head)
+    # The first request: the worker's rank JIT-compiles mid-replay while the head's waits.
+    status, text = sc.api(head, URL + "/v1/chat/completions", KEY, CHAT, timeout=240)
+    assert status != 200, text
+    log = log_since(head, since)
+    assert "No available shared memory broadcast block found in 60 seconds" in log, log[-3000:]
+    assert "ranks desynchronised in the first replay" in log, log[-3000:]
+    assert sc.wait_health(head, URL, 600) is not None, "the engine did not come back after the deadlock"
+
+
+def set_gpu(name, state):
+    sc.node(name).check_output(
+        "sudo python3 -c 'import json,sys; p=\"/etc/dgxspark-sim/scenario.json\"; d=json.load(open(p)); "
+        f"d[\"gpu_state\"]=\"{state}\"; json.dump(d, open(p, \"w\"))'")
+
+
+def test_a_wedged_head_fails_the_bench_with_the_ratio_and_is_named(tmp_path):
+    set_gpu(HEAD, "wedged")
+    try:
+        res = sc.playbook("playbooks/bench.yml", "-e", f"bench_results_dir={tmp_path}", "-e", "bench_runs=3")
+    finally:
+        set_gpu(HEAD, "healthy")
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    ratio = report["comparison"]["decode_tok_s"]["ratio"]
+    assert report["figures"] == "modelled" and report["enforced"] is True
+    assert 0.4 < ratio < 0.7, report  # the field report: 20 of 36.3 tok/s
+    assert f"decode_tok_s {report['comparison']['decode_tok_s']['measured']} is {ratio} of the expected" in out
+    assert "wedged" in out and HEAD in out and "power-cycle" in out.lower(), out[-4000:]
+
+
+def test_a_healthy_pair_meets_the_field_reports_figure(tmp_path):
+    res = sc.playbook("playbooks/bench.yml", "-e", f"bench_results_dir={tmp_path}", "-e", "bench_runs=3")
+    assert res.returncode == 0, res.stdout[-3000:]
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["comparison"]["decode_tok_s"]["ratio"] >= 0.8, report
+
+
+def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engine_needs_its_memory():
+    head = sc.node(HEAD)
+    head.check_output("sudo systemctl isolate graphical.target")
+    assert head.file("/etc/dgxspark-sim/desktop-active").exists
+    # Left out, the engine's start fails on the memory the desktop holds (util 0.93 on a GB10).
+    res = sc.playbook("site.yml", "--skip-tags", "headless", "-e", "serve_stall_timeout=300",
+                      *sc.overrides_with({"args": {"gpu-memory-utilization": 0.931}}))
+    out = res.stdout
+    assert res.returncode != 0, out[-3000:]
+    assert "Free memory on device" in out and "display manager holds" in out, out[-4000:]
+    # With it, the desktop is gone before the engine starts, and the pair serves.
+    res = sc.playbook("site.yml")
+    assert res.returncode == 0, res.stdout[-4000:]
+    assert not head.file("/etc/dgxspark-sim/desktop-active").exists
