@@ -17,8 +17,8 @@ description:
     C(args) (JSON flags as mappings, numbers as numbers, bare flags as C(true)), C(env) and C(mods) are kept.
   - Flags the deployment decides (C(host), C(port), C(distributed-executor-backend), C(nnodes),
     C(node-rank), C(master-addr), C(master-port), C(headless)) go to C(launcher.deployment), not C(args).
-  - An C(env) value that only names a variable of the launching shell (C($HF_TOKEN)) is a secret: it is
-    listed in C(launcher.env_from_controller), never copied into C(env).
+  - An C(env) value that only names a variable of the launching shell (C($HF_TOKEN)) is a secret, listed
+    in C(launcher.env_from_controller) and never copied into C(env).
   - Also provides C(dgxspark.vllm.is_launcher_recipe), true for a mapping with C(recipe_version).
 options:
   _input:

@@ -14,8 +14,8 @@ description:
     engine. An engine that exits or restarts during the wait (a refused flag, a missing mod, a rank that died)
     fails the task within one poll, with the exit status and the engine's last log lines, instead of waiting
     out the timeout while systemd restarts it again and again.
-  - Keeps waiting only while the engine makes progress (new lines in its journal: weight loading, compilation,
-    warm-up), so a long cold load passes and a silent hang fails after O(stall_timeout) seconds.
+  - Keeps waiting only while the engine makes progress (new lines in its journal, such as weight loading,
+    compilation, warm-up), so a long cold load passes and a silent hang fails after O(stall_timeout) seconds.
   - Changes nothing.
 options:
   url:
@@ -104,9 +104,8 @@ class Engine:
         self.journalctl = module.get_bin_path("journalctl", required=True)
 
     def show(self):
-        _rc, out, _err = self.module.run_command(
-            [self.systemctl, "show", self.unit, "-p", "ActiveState,SubState,NRestarts,InvocationID,ExecMainStatus,"
-                                                 "ExecMainCode,Result"])
+        props = "ActiveState,SubState,NRestarts,InvocationID,ExecMainStatus,ExecMainCode,Result"
+        _rc, out, _err = self.module.run_command([self.systemctl, "show", self.unit, "-p", props])
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
     def cursor(self):
@@ -191,7 +190,7 @@ def main():
         if stalled > p["stall_timeout"] or elapsed > p["timeout"]:
             log = engine.log(start.get("InvocationID"), p["log_lines"])
             cause = ("no new log line for %.0f s (stall_timeout %d)" % (stalled, p["stall_timeout"])
-                      if stalled > p["stall_timeout"] else "not healthy within %d s" % p["timeout"])
+                     if stalled > p["stall_timeout"] else "not healthy within %d s" % p["timeout"])
             module.fail_json(msg="vLLM (%s) is running but %s: %s. Its last %d log lines:\n%s"
                                  % (p["unit"], "stuck" if stalled > p["stall_timeout"] else "slow", cause,
                                     p["log_lines"], log),
