@@ -39,7 +39,9 @@ def _write_all(fd, data):
 
 def relay(producers, sinks, chunk=1 << 20):
     """Run producers [(name, argv), ...] as one pipe chain and copy its output into every sink
-    [(name, argv), ...]: the producers run once, however many sinks there are.
+    [(name, argv[, filter]), ...]: the producers run once, however many sinks there are. A sink's
+    filter (an object with feed(bytes) -> bytes) rewrites what that sink gets, e.g. dropping the
+    layers its receiver already holds.
 
     Returns {sink name: (bytes sent, seconds, error text or "", the last 4 KiB of its stdout)}.
     A sink that goes away mid-stream (a cut connection) is dropped and reported as such; the
@@ -55,15 +57,16 @@ def relay(producers, sinks, chunk=1 << 20):
         stages.append((name, proc))
         source = proc.stdout
     outs = {}
-    for name, argv in sinks:
+    for name, argv, *filt in sinks:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-        outs[name] = {"proc": proc, "err": _Tail(proc.stderr), "out": _Tail(proc.stdout), "sent": 0, "broken": False}
+        outs[name] = {"proc": proc, "err": _Tail(proc.stderr), "out": _Tail(proc.stdout), "sent": 0, "broken": False,
+                      "filter": filt[0] if filt else None}
     tails = {name: _Tail(proc.stderr) for name, proc in stages}
     live = list(outs.values())
     fd = source.fileno()
-    # One sink: pipe to pipe inside the kernel (Linux, Python 3.10+), counted but never copied
-    # through this process, which leaves the CPU to save, ssh and load.
-    splice = getattr(os, "splice", None) if len(live) == 1 else None
+    # One sink without a filter: pipe to pipe inside the kernel (Linux, Python 3.10+), counted but
+    # never copied through this process, which leaves the CPU to save, ssh and load.
+    splice = getattr(os, "splice", None) if len(live) == 1 and live[0]["filter"] is None else None
     while live:
         if splice is not None:
             try:
@@ -85,9 +88,10 @@ def relay(producers, sinks, chunk=1 << 20):
         if not data:
             break
         for sink in list(live):
+            out = sink["filter"].feed(data) if sink["filter"] is not None else data
             try:
-                _write_all(sink["proc"].stdin.fileno(), data)
-                sink["sent"] += len(data)
+                _write_all(sink["proc"].stdin.fileno(), out)
+                sink["sent"] += len(out)
             except BrokenPipeError:
                 sink["broken"] = True
                 live.remove(sink)

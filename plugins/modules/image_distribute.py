@@ -14,6 +14,11 @@ description:
   - Streams C(CLI save REF) through SSH into C(CLI load) on each worker whose ID differs, optionally compressed with zstd,
     workers in parallel. One C(save) feeds all the workers that receive at once, so the image is read once here.
     No archive file is written anywhere by this module.
+  - With O(layers=true), the stream to a worker leaves out the files of the layers (diff IDs) that worker already holds
+    in any of its images: C(docker load) and podman's docker-archive loader look a layer up before they open its file,
+    so the worker loads the whole image (config, manifest, tags, ID) from what it lacks. A derived image on top of a base
+    the worker has costs its top layer; an upgrade costs the layers that changed. Docker's legacy archive layout (before
+    Docker 25), and a worker whose load refuses the partial archive, get the whole stream, and the result says so.
   - Before any transfer, checks the free space of each receiving worker's container storage and fails naming the node
     and both numbers when it is short.
   - After each load, reads the worker's image ID in the same SSH session and fails naming any worker whose ID still differs.
@@ -85,6 +90,10 @@ options:
     description: Compress the stream with zstd (needs C(zstd) on this node and the workers); pays off on slow links only.
     type: bool
     default: false
+  layers:
+    description: Send each worker only the layers it lacks (see the description); V(false) always sends the whole image.
+    type: bool
+    default: true
   parallel:
     description: How many workers receive at the same time, from one C(save).
     type: int
@@ -162,6 +171,15 @@ workers:
     bytes:
       description: Bytes sent over SSH (compressed when O(compress)).
       type: int
+    layers_sent:
+      description: Layers whose files were sent.
+      type: int
+    layers_reused:
+      description: Layers the worker already held, left out of the stream.
+      type: int
+    stream:
+      description: V(layers) (only what the worker lacked), V(whole), or V(whole) with the reason after a colon when layers were asked for but could not be left out.
+      type: str
     seconds:
       description: Wall time of the transfer and load.
       type: float
@@ -175,8 +193,11 @@ workers:
       previous_id: ""
       id: f4a27e5c680e3b9c1ecd4ad0f24a281cab298d936dd40b18fb3e1437fcccfb8a
       free_bytes: 81024204800
-      bytes: 582810112
-      seconds: 15.2
+      bytes: 48640
+      layers_sent: 1
+      layers_reused: 9
+      stream: layers
+      seconds: 1.2
       message: ""
 msg:
   description: One line per worker saying what happened.
@@ -193,6 +214,7 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import ssh_argv
 from ansible_collections.dgxspark.vllm.plugins.module_utils._stream import relay
+from ansible_collections.dgxspark.vllm.plugins.module_utils._tarfilter import LayerFilter
 
 # How docker and podman say that a reference is not there.
 MISSING_IMAGE = re.compile(r"no such (image|object)|image not known", re.IGNORECASE)
@@ -209,24 +231,29 @@ def human(n):
     return "%.2f GB" % (n / 1e9)
 
 
-def probe_command(cli, ref, storage_path, compress):
-    """One remote shell line: the image ID (or the CLI's error), then free KiB of the storage path."""
+def probe_command(cli, ref, storage_path, compress, layers=False):
+    """One remote shell line: the image ID (or the CLI's error), free KiB of the storage path, whether
+    zstd is there, and the diff IDs of every layer the worker's images hold."""
     inspect = shlex.join(list(cli) + ["image", "inspect", "--format", "{{.Id}}", ref])
     df = shlex.join(["df", "-Pk", storage_path])
     line = "%s 2>&1; echo __rc=$?; %s 2>&1; echo __df=$?" % (inspect, df)
     if compress:
         line += "; command -v zstd >/dev/null; echo __zstd=$?"
+    if layers:
+        line += ('; ids=$(%s 2>/dev/null | sort -u); [ -z "$ids" ] || %s $ids 2>/dev/null; echo __layers=$?'
+                 % (shlex.join(list(cli) + ["image", "ls", "-q", "--no-trunc"]),
+                    shlex.join(list(cli) + ["image", "inspect", "--format", "{{range .RootFS.Layers}}{{println .}}{{end}}"])))
     return line
 
 
 def parse_probe(output):
     """Parse probe_command's output into a dict: id, missing, error, free_bytes, df_error, zstd."""
-    res = {"id": "", "missing": False, "error": "", "free_bytes": None, "df_error": "", "zstd": None}
-    section, inspect_lines, df_lines = "inspect", [], []
+    res = {"id": "", "missing": False, "error": "", "free_bytes": None, "df_error": "", "zstd": None, "layers": set()}
+    section, inspect_lines, df_lines, other = "inspect", [], [], []
     for line in output.splitlines():
-        m = re.match(r"^__(rc|df|zstd)=(\d+)$", line.strip())
+        m = re.match(r"^__(rc|df|zstd|layers)=(\d+)$", line.strip())
         if not m:
-            (inspect_lines if section == "inspect" else df_lines).append(line)
+            {"inspect": inspect_lines, "df": df_lines}.get(section, other).append(line)
             continue
         key, code = m.group(1), int(m.group(2))
         if key == "rc":
@@ -246,8 +273,11 @@ def parse_probe(output):
             else:
                 res["df_error"] = "\n".join(df_lines).strip() or "exit status %d" % code
             section = "done"
-        else:
+        elif key == "zstd":
             res["zstd"] = code == 0
+        else:
+            res["layers"] = set(x.strip() for x in other if x.strip().startswith("sha256:"))
+        other = []
     return res
 
 
@@ -263,17 +293,20 @@ class Distributor:
         return ssh_argv(worker["host"], command, user=worker.get("user"), **self.ssh)
 
     def local_image(self):
-        rc, out, err = self.module.run_command(list(self.cli) + ["image", "inspect", "--format", "{{.Id}} {{.Size}}", self.ref])
+        """(ID, size in bytes, diff IDs of its layers) of the image here; Nones when it is not here."""
+        rc, out, err = self.module.run_command(list(self.cli) + ["image", "inspect", "--format",
+                                                                 "{{.Id}} {{.Size}} {{range .RootFS.Layers}}{{.}},{{end}}", self.ref])
         if rc == 0:
-            image_id, size = out.strip().split()[:2]
-            return image_id, int(size)
+            fields = out.strip().split()
+            return fields[0], int(fields[1]), [x for x in (fields[2] if len(fields) > 2 else "").split(",") if x]
         if MISSING_IMAGE.search(err + out):
-            return None, None
+            return None, None, []
         self.module.fail_json(msg="%s image inspect failed on this node: %s. Make the container CLI usable by this user "
                               "(docker group) or set container_cli (e.g. [sudo, docker])." % (shlex.join(self.cli), (err or out).strip()))
 
     def probe(self, worker):
-        command = probe_command(self.cli, self.ref, self.module.params["storage_path"], self.module.params["compress"])
+        command = probe_command(self.cli, self.ref, self.module.params["storage_path"], self.module.params["compress"],
+                                self.module.params["layers"])
         argv = self.ssh_cmd(worker, command)
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False, timeout=self.ssh["connect_timeout"] + 60)
@@ -284,25 +317,38 @@ class Distributor:
             return {"ssh_error": proc.stderr.decode("utf-8", "replace").strip() or "ssh exit status %d" % proc.returncode}
         return parse_probe(out)
 
-    def transfer(self, group):
+    def transfer(self, group, skip=None, layers=()):
         """save | [zstd] once, into 'ssh worker [zstd -d |] CLI load && CLI image inspect' for every worker
-        of the group at once: {name: (bytes, seconds, error, the ID the worker has now)}."""
+        of the group at once, each stream without the layers skip[name] lists:
+        {name: (bytes, seconds, error, the ID the worker has now, the filter or None)}."""
         # The ID is read in the same SSH session as the load: the proof costs no second connection.
         remote = "%s && %s" % (shlex.join(list(self.cli) + ["load", "-q"]),
                                shlex.join(list(self.cli) + ["image", "inspect", "--format", "__id={{.Id}}", self.ref]))
         if self.module.params["compress"]:
             remote = "zstd -dcq | " + remote
-        # One save for the whole group: the image is read once on this node, however many workers.
+        skip = skip or {}
+        filters = dict((w["name"], LayerFilter(skip[w["name"]], layers)) for w in group if skip.get(w["name"]))
+        compress = self.module.params["compress"]
+        # One save for the whole group: the image is read once on this node, however many workers. Relayed
+        # through this process to count the bytes (and leave out layers); nothing is written to disk.
+        # With compression and layers to leave out, each worker's stream is compressed after its filter.
+        per_sink_zstd = compress and bool(filters)
         producers = [("save", list(self.cli) + ["save", self.ref])]
-        if self.module.params["compress"]:
+        if compress and not per_sink_zstd:
             producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))
-        # Relayed through this process only to count the bytes; nothing is written to disk.
-        outcomes = relay(producers, [("load on %s" % w["name"], self.ssh_cmd(w, remote)) for w in group], CHUNK)
+        sinks = []
+        for w in group:
+            argv = self.ssh_cmd(w, remote)
+            if per_sink_zstd:  # each filtered stream is compressed after its filter
+                argv = ["sh", "-c", 'zstd -q -c -T0 -3 | "$@"', "zstd"] + argv
+            sinks.append(("load on %s" % w["name"], argv, filters.get(w["name"])))
+        outcomes = relay(producers, sinks, CHUNK)
         result = {}
         for w in group:
             sent, seconds, error, output = outcomes["load on %s" % w["name"]]
             new_id = ([line.strip()[5:] for line in output.splitlines() if line.strip().startswith("__id=")] or [""])[-1]
-            result[w["name"]] = (sent, seconds, error.replace("the connection closed", "the connection to %s closed" % w["name"]), new_id)
+            result[w["name"]] = (sent, seconds, error.replace("the connection closed", "the connection to %s closed" % w["name"]),
+                                 new_id, filters.get(w["name"]))
         return result
 
 
@@ -316,12 +362,13 @@ def run(module):
         module.fail_json(msg="workers: each name must appear once, got %s" % ", ".join(names))
 
     results = [{"name": w["name"], "host": w["host"], "status": "", "previous_id": "", "id": "", "free_bytes": None,
-                "bytes": 0, "seconds": 0.0, "message": ""} for w in p["workers"]]
+                "bytes": 0, "seconds": 0.0, "message": "", "layers_sent": 0, "layers_reused": 0, "stream": ""}
+               for w in p["workers"]]
     workers = dict((w["name"], w) for w in p["workers"])
     with concurrent.futures.ThreadPoolExecutor(max(1, min(len(results) or 1, 16))) as pool:
         # The workers are probed while this node inspects its own image.
         futures = [pool.submit(d.probe, w) for w in p["workers"]]
-        head_id, size = d.local_image()
+        head_id, size, layers = d.local_image()
         probes = [f.result() for f in futures]
     if head_id is None and not module.check_mode:
         module.fail_json(msg="%s is not on this node: get it here first (pull, build or load), then distribute." % p["ref"], workers=[])
@@ -356,31 +403,58 @@ def run(module):
     if problems:
         module.fail_json(msg="Nothing was transferred. " + " | ".join(problems), id=head_id, size=size, workers=results)
 
+    # The layers each receiving worker holds already (in any image) stay out of its stream.
+    skip = dict((r["name"], [x for x in layers if x in pr["layers"]]) for r, pr in zip(results, probes)
+                if p["layers"] and r["status"] in ("pending", "would_receive"))
+    for r in results:
+        if r["status"] in ("pending", "would_receive"):
+            r["layers_reused"] = len(skip.get(r["name"], []))
+            r["layers_sent"] = len(layers) - r["layers_reused"]
     pending = [r for r in results if r["status"] == "pending"]
-    if pending:
+    fallback = []
+    for attempt in ("layers", "whole"):
+        if not pending:
+            break
         size_of_group = max(1, p["parallel"])
         outcomes = {}
         for i in range(0, len(pending), size_of_group):
-            outcomes.update(d.transfer([workers[r["name"]] for r in pending[i:i + size_of_group]]))
+            outcomes.update(d.transfer([workers[r["name"]] for r in pending[i:i + size_of_group]],
+                                       skip if attempt == "layers" else None, layers))
         for r in pending:
-            sent, seconds, error, new_id = outcomes[r["name"]]
+            sent, seconds, error, new_id, filt = outcomes[r["name"]]
             if not new_id and not error:  # loaded, but the ID did not come back: ask again
                 pr = d.probe(workers[r["name"]])
                 new_id, error = pr.get("id", ""), pr.get("ssh_error") or pr.get("error") or ""
-            r.update(bytes=sent, seconds=seconds, id=new_id)
+            r.update(bytes=r["bytes"] + sent, seconds=round(r["seconds"] + seconds, 1), id=new_id)
+            if filt is not None:
+                r.update(layers_sent=len(filt.sent_layers), layers_reused=len(filt.skipped),
+                         stream="layers" if filt.skipped else "whole: the archive is in Docker's legacy layout (before "
+                                                                  "Docker 25), whose layer files cannot be told apart while they stream"
+                         if filt.legacy else "whole")
+            else:
+                r.update(layers_sent=len(layers), layers_reused=0, stream=r["stream"] or "whole")
             if normalize_id(r["id"]) == normalize_id(head_id):
                 r["status"] = "transferred"
                 continue
+            if attempt == "layers" and filt is not None and filt.skipped:
+                # The worker refused an archive without the layers it holds: send it all, and say so.
+                r["stream"] = "whole: the load refused the archive without the %d layers the worker holds (%s)" % (
+                    len(filt.skipped), error or "the ID there is %s" % (r["id"] or "absent"))
+                fallback.append(r)
+                continue
             r["status"] = "failed"
             r["message"] = error or "load finished but the ID there is %s" % (r["id"] or "absent")
+        pending, fallback = fallback, []
 
     def line(r):
         if r["status"] == "present":
             return "%s: already has %s" % (r["name"], r["id"])
         if r["status"] == "would_receive":
-            return "%s: would receive %s%s" % (r["name"], p["ref"], " (%s)" % human(size) if size else "")
+            return "%s: would receive %s%s, %d layer(s), %d it holds reused" % (
+                r["name"], p["ref"], " (%s)" % human(size) if size else "", r["layers_sent"], r["layers_reused"])
         if r["status"] == "transferred":
-            return "%s: received %s (%s sent in %.1f s)" % (r["name"], p["ref"], human(r["bytes"]), r["seconds"])
+            return "%s: received %s (%s sent in %.1f s; %d layer(s) sent, %d it held reused; stream %s)" % (
+                r["name"], p["ref"], human(r["bytes"]), r["seconds"], r["layers_sent"], r["layers_reused"], r["stream"])
         return "%s: FAILED: %s" % (r["name"], r["message"])
 
     msg = "\n".join(line(r) for r in results) or "no workers"
@@ -410,6 +484,7 @@ def main():
             ssh_strict=dict(type="bool", default=True),
             connect_timeout=dict(type="int", default=10),
             compress=dict(type="bool", default=False),
+            layers=dict(type="bool", default=True),
             parallel=dict(type="int", default=4),
             storage_path=dict(type="path", default="/var/lib/docker"),
             free_space_factor=dict(type="float", default=2.0),

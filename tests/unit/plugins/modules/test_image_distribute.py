@@ -207,3 +207,135 @@ def test_check_mode_before_the_head_has_the_image_lists_every_worker(cluster, ca
     assert not res.get("failed") and res["changed"]
     # Without the head's ID any worker image may be stale: both would receive.
     assert {w["status"] for w in res["workers"]} == {"would_receive"}
+
+
+# A container CLI stand-in whose images are layers: `save` writes a real archive (podman's layout,
+# or Docker's legacy one), `load` reads it as podman does: every layer the manifest names must be
+# in the archive, and a layer's bytes are read only when the node lacks that layer
+# (FAKE_REFUSE_PARTIAL: this engine reads and checks every one).
+LAYERED_CLI = r'''#!/usr/bin/env python3
+import hashlib, io, json, os, pathlib, sys, tarfile
+state = pathlib.Path(os.environ["FAKE_STATE"]) / os.environ.get("FAKE_NODE", "head")
+state.mkdir(parents=True, exist_ok=True)
+db = state / "db.json"
+data = json.loads(db.read_text()) if db.exists() else {"images": {}, "layers": {}}
+args = sys.argv[1:]
+def layer_bytes(d):
+    return (d * 2000).encode()
+if args[:2] == ["image", "inspect"]:
+    fmt, refs = args[3], args[4:]
+    for ref in refs:
+        img = data["images"].get(ref) or next((i for i in data["images"].values() if i["id"] == ref), None)
+        if img is None:
+            sys.exit(print("Error: image not known: %s" % ref, file=sys.stderr) or 125)
+        out = fmt.replace("{{.Id}}", img["id"]).replace("{{.Size}}", str(len(img["layers"]) * 128000))
+        out = out.replace("{{range .RootFS.Layers}}{{.}},{{end}}", "".join(l + "," for l in img["layers"]))
+        out = out.replace("{{range .RootFS.Layers}}{{println .}}{{end}}", "".join(l + "\n" for l in img["layers"]))
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+elif args[:2] == ["image", "ls"]:
+    print("\n".join(sorted({i["id"] for i in data["images"].values()})))
+elif args[0] == "save":
+    img = data["images"][args[1]]
+    buf = io.BytesIO()
+    legacy = os.environ.get("FAKE_LAYOUT") == "legacy"
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name, blob):
+            info = tarfile.TarInfo(name); info.size = len(blob); tar.addfile(info, io.BytesIO(blob))
+        names = []
+        for i, l in enumerate(img["layers"]):
+            name = ("%064x/layer.tar" % (i + 1)) if legacy else l.split(":")[1] + ".tar"
+            add(name, layer_bytes(l)); names.append(name)
+        add("config.json", json.dumps({"id": img["id"], "layers": img["layers"]}).encode())
+        add("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [args[1]], "Layers": names}]).encode())
+    sys.stdout.buffer.write(buf.getvalue())
+elif args[0] == "load":
+    tar = tarfile.open(fileobj=io.BytesIO(sys.stdin.buffer.read()))
+    files = {m.name: m for m in tar.getmembers()}
+    manifest = json.loads(tar.extractfile(files["manifest.json"]).read())[0]
+    cfg = json.loads(tar.extractfile(files[manifest["Config"]]).read())
+    if any(name not in files for name in manifest["Layers"]):  # podman's reader refuses that
+        sys.exit(print("Error: Some layer tarfiles are missing in the tarball", file=sys.stderr) or 125)
+    for l, name in zip(cfg["layers"], manifest["Layers"]):
+        if l in data["layers"] and not os.environ.get("FAKE_REFUSE_PARTIAL"):
+            continue  # held: the file is not read
+        if tar.extractfile(files[name]).read() != layer_bytes(l):
+            sys.exit(print("Error: layer %s: content does not match its diff ID" % l, file=sys.stderr) or 125)
+        data["layers"][l] = True
+    data["images"][manifest["RepoTags"][0]] = {"id": cfg["id"], "layers": cfg["layers"]}
+    db.write_text(json.dumps(data))
+    print("Loaded image: %s" % manifest["RepoTags"][0])
+'''
+
+BASE = ["sha256:" + c * 64 for c in "123"]
+TOP = "sha256:" + "9" * 64
+
+
+@pytest.fixture
+def layered(cluster):
+    cli = cluster.path / "layered-cli"
+    cli.write_text(LAYERED_CLI)
+    cli.chmod(cli.stat().st_mode | stat.S_IEXEC)
+
+    def put(node, ref, image_id, layers):
+        f = cluster.path / "state" / node / "db.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        data = json.loads(f.read_text()) if f.exists() else {"images": {}, "layers": {}}
+        data["images"][ref] = {"id": image_id, "layers": layers}
+        data["layers"].update({x: True for x in layers})
+        f.write_text(json.dumps(data))
+
+    put("head", "example/serving:base", "b" * 64, BASE)
+    put("head", "example/serving:mods", "d" * 64, BASE + [TOP])
+    put("w1", "example/serving:base", "b" * 64, BASE)  # w1 has the base; w2 nothing
+
+    def args(**kw):
+        return cluster.args(ref="example/serving:mods", container_cli=[str(cli)], **kw)
+
+    def image_id(node, ref="example/serving:mods"):
+        f = cluster.path / "state" / node / "db.json"
+        return json.loads(f.read_text())["images"].get(ref, {}).get("id") if f.exists() else None
+    return args, image_id
+
+
+def test_a_worker_with_the_base_gets_only_the_top_layer(layered, capsys):
+    args, image_id = layered
+    res = run_module(args(), capsys)
+    assert res["changed"] and not res.get("failed"), res
+    w = by_name(res)
+    assert image_id("w1") == image_id("w2") == "d" * 64
+    assert (w["w1"]["layers_sent"], w["w1"]["layers_reused"], w["w1"]["stream"]) == (1, 3, "layers")
+    assert (w["w2"]["layers_sent"], w["w2"]["layers_reused"], w["w2"]["stream"]) == (4, 0, "whole")
+    assert w["w1"]["bytes"] < w["w2"]["bytes"] / 3
+
+
+def test_check_mode_counts_the_layers_without_sending(layered, capsys):
+    args, image_id = layered
+    res = run_module(args(), capsys, check=True)
+    w = by_name(res)
+    assert (w["w1"]["status"], w["w1"]["layers_sent"], w["w1"]["layers_reused"]) == ("would_receive", 1, 3)
+    assert image_id("w1") is None
+
+
+def test_an_engine_that_refuses_the_partial_archive_gets_the_whole_one(layered, capsys, monkeypatch):
+    args, image_id = layered
+    monkeypatch.setenv("FAKE_REFUSE_PARTIAL", "1")
+    res = run_module(args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    w = by_name(res)["w1"]
+    assert image_id("w1") == "d" * 64 and w["status"] == "transferred"
+    assert w["stream"].startswith("whole: the load refused the archive without the 3 layers") and w["layers_sent"] == 4
+    assert "content does not match" in w["stream"]
+
+
+def test_dockers_legacy_layout_is_sent_whole_and_says_so(layered, capsys, monkeypatch):
+    args, image_id = layered
+    monkeypatch.setenv("FAKE_LAYOUT", "legacy")
+    res = run_module(args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    w = by_name(res)["w1"]
+    assert image_id("w1") == "d" * 64
+    assert w["stream"].startswith("whole: the archive is in Docker's legacy layout") and w["layers_reused"] == 0
+
+
+def test_layers_false_sends_the_whole_image(layered, capsys):
+    args, _ = layered
+    w = by_name(run_module(args(layers=False, workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys))["w1"]
+    assert (w["layers_sent"], w["layers_reused"], w["stream"]) == (4, 0, "whole")
