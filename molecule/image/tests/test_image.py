@@ -4,6 +4,7 @@ Each case sets up its own starting state on the worker, runs the scenario's
 converge playbook with ansible-playbook and checks the outcome on the nodes.
 """
 
+import json
 import os
 import pathlib
 import subprocess
@@ -149,3 +150,21 @@ def test_build_source_builds_on_the_head_in_the_background_and_distributes():
     again = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} "
                      f"image_build_dockerfile=Containerfile image_build_log={log}")
     assert again.returncode == 0 and recap_changed(again.stdout, "spark-head") == 0, again.stdout[-3000:]
+
+
+def test_a_derived_image_sends_only_its_top_layer_to_a_worker_that_has_the_base():
+    derived = "localhost/dgxspark-sim-serving:derived"
+    HEAD.check_output(f"{CLI} rm -f derive >/dev/null 2>&1; {CLI} run --name derive {REF} sh -c 'echo mod > /opt/mod' "
+                      f"&& {CLI} commit -q derive {derived} && {CLI} rm derive")
+    assert image_id(WORKER) == image_id(HEAD), "the worker has the base"
+    args = {"ref": derived, "container_cli": CLI.split(), "storage_path": STORAGE,
+            "workers": [{"name": "spark-worker-1", "host": "10.231.104.11", "user": "spark"}]}
+    res = subprocess.run(["ansible", "spark-head", "-i", INVENTORY, "-o", "-m", "dgxspark.vllm.image_distribute",
+                          "-a", json.dumps(args)], cwd=PROJECT, env=playbook_env(), capture_output=True,
+                         text=True, timeout=600)
+    out = json.loads(res.stdout.split("=>", 1)[1])
+    assert not out.get("failed"), out.get("msg")
+    w = out["workers"][0]
+    assert w["stream"] == "layers" and w["layers_sent"] == 1 and w["layers_reused"] >= 1, w
+    assert w["bytes"] < 0.01 * out["size"], w  # a few kilobytes of a ~583 MB image
+    assert image_id(WORKER, derived) == image_id(HEAD, derived)
