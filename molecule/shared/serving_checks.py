@@ -169,6 +169,11 @@ def recipe_as_served(name="minimax-m3-text"):
     return merged(recipe(name), real_engine_vars()["serve_recipe_overrides"])
 
 
+def flat(text):
+    """Output with every run of whitespace made one space: messages wrap in the YAML callback."""
+    return " ".join(text.split())
+
+
 def changed_count(out, host):
     m = __import__("re").search(rf"^{host}\s*:.*\bchanged=(\d+)", out, __import__("re").M)
     assert m, out[-3000:]

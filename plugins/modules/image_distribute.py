@@ -14,9 +14,9 @@ description:
   - Streams C(CLI save REF) through SSH into C(CLI load) on each worker whose ID differs, optionally compressed with zstd,
     workers in parallel. One C(save) feeds all the workers that receive at once, so the image is read once here.
     No archive file is written anywhere by this module.
-  - With O(layers=true), the stream to a worker leaves out the files of the layers (diff IDs) that worker already holds
-    in any of its images: C(docker load) and podman's docker-archive loader look a layer up before they open its file,
-    so the worker loads the whole image (config, manifest, tags, ID) from what it lacks. A derived image on top of a base
+  - With O(layers=true), the stream to a worker carries the layers (diff IDs) that worker already holds in any of its
+    images as empty entries. C(docker load) and podman's docker-archive loader look a layer up before they read its
+    file, so the worker loads the whole image (config, manifest, tags, ID) from what it lacks. A derived image on top of a base
     the worker has costs its top layer; an upgrade costs the layers that changed. Docker's legacy archive layout (before
     Docker 25), and a worker whose load refuses the partial archive, get the whole stream, and the result says so.
   - Before any transfer, checks the free space of each receiving worker's container storage and fails naming the node

@@ -167,7 +167,13 @@ def main():
             if index >= p["warmup"]:
                 runs.append(figures)
     except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=f"benchmark request {len(runs) + 1} to {p['url']} failed: {exc}",
+        body = ""
+        if hasattr(exc, "read"):  # an HTTP error: the server's own reason
+            try:
+                body = ": " + exc.read().decode("utf-8", "replace")[:500]
+            except Exception:  # pylint: disable=broad-except
+                body = ""
+        module.fail_json(msg=f"benchmark request {len(runs) + 1} to {p['url']} failed: {exc}{body}",
                          runs=runs, exception=traceback.format_exc())
     median = _bench.summarize(runs)
     module.exit_json(changed=False, model=model, owned_by=str(entry.get("owned_by", "")),

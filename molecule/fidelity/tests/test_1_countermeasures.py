@@ -14,9 +14,8 @@ KEY = HOSTS[HEAD]["serve_api_key"]
 URL = "http://127.0.0.1:8000"
 
 
-def derived_images(host):
-    out = host.check_output("sudo docker images --format '{{.Repository}}:{{.Tag}}'")
-    return sorted(r for r in out.split() if ":mods-" in r)
+def image_ids(host):
+    return sorted(set(host.check_output("sudo docker images -q").split()))
 
 
 def test_the_measured_stack_serves_first():
@@ -28,7 +27,7 @@ def test_the_measured_stack_serves_first():
 def test_an_impossible_context_is_stopped_in_preflight_before_any_change():
     res = sc.playbook("site.yml", "--tags", "preflight",
                       *sc.overrides_with({"args": {"gpu-memory-utilization": 0.90, "max-model-len": 196608}}))
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "below max-model-len 196608 even at the top of its error" in out, out[-3000:]
     assert sc.changed_count(out, HEAD) == 0 and sc.changed_count(out, WORKER) == 0
@@ -38,20 +37,20 @@ def test_the_launchers_prometheus_mod_kills_the_build_as_it_killed_the_launch():
     # Without the collection's replacement the launcher's own mod runs, and the sim image's
     # instrumentator (8.1.0) no longer has the block it replaces: SystemExit, as the field report saw.
     head = sc.node(HEAD)
-    before = derived_images(head)
+    before = image_ids(head)
     res = sc.playbook("site.yml", "--tags", "mods", "-e", json.dumps({"mods_definitions": []}))
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "fix-prometheus-fastapi-routing: failed" in out, out[-3000:]
     assert "Could not find expected prometheus_fastapi_instrumentator routing block" in out, out[-3000:]
     assert "aborts the launch" in out, out[-3000:]
-    assert derived_images(head) == before, "a derived image was committed although a mod failed"
+    assert image_ids(head) == before, "a derived image was committed although a mod failed"
 
 
 def test_without_the_mods_the_engine_refuses_the_b12x_backend():
     # The base image, as the launcher would run it without its mod group: vLLM's own argument check.
     res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_image=localhost/dgxspark-sim-vllm:latest")
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "Reason: ValueError: Unknown attention backend: 'B12X'" in out, out[-4000:]
 
@@ -59,9 +58,9 @@ def test_without_the_mods_the_engine_refuses_the_b12x_backend():
 def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
     # Upstream's Ray mode: the recipe env reaches the engine on the head, not the other node's container.
     engine_env = ("{{ {} if inventory_hostname == '%s' else "
-                  "(serve_recipe_data.env | combine(serve_env | default({}))) }}" % WORKER)
+                  "(serve_recipe_data.env | default({}) | combine(serve_env | default({}))) }}" % WORKER)
     res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", json.dumps({"ray_cluster_engine_env": engine_env}))
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     worker_ip = HOSTS[WORKER]["spark_fabric_ip"]
     assert f"the rank on {worker_ip} started with" in out, out[-4000:]
@@ -70,8 +69,8 @@ def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
 
 
 def test_rays_default_object_store_takes_the_memory_the_engine_needs():
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", json.dumps({"ray_cluster_object_store_memory": None}))
-    out = res.stdout
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_object_store_memory=0")
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "Free memory on device" in out and "Ray's object store holds" in out, out[-4000:]
 
@@ -79,7 +78,7 @@ def test_rays_default_object_store_takes_the_memory_the_engine_needs():
 def test_without_auto_tool_choice_every_agent_request_is_refused():
     res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate",
                       *sc.overrides_with({"args": {"enable-auto-tool-choice": False}}))
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert 'tool_choice "auto" was refused (status 400)' in out, out[-4000:]
     assert "--enable-auto-tool-choice" in out

@@ -91,7 +91,7 @@ def test_a_wedged_head_fails_the_bench_with_the_ratio_and_is_named(tmp_path):
         res = sc.playbook("playbooks/bench.yml", "-e", f"bench_results_dir={tmp_path}", "-e", "bench_runs=3")
     finally:
         set_gpu(HEAD, "healthy")
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     report = json.loads(next(tmp_path.glob("*.json")).read_text())
     ratio = report["comparison"]["decode_tok_s"]["ratio"]
@@ -115,7 +115,7 @@ def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engin
     # Left out, the engine's start fails on the memory the desktop holds (util 0.93 on a GB10).
     res = sc.playbook("site.yml", "--skip-tags", "headless", "-e", "serve_stall_timeout=300",
                       *sc.overrides_with({"args": {"gpu-memory-utilization": 0.931}}))
-    out = res.stdout
+    out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "Free memory on device" in out and "display manager holds" in out, out[-4000:]
     # With it, the desktop is gone before the engine starts, and the pair serves.

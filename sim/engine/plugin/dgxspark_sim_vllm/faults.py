@@ -18,7 +18,8 @@ figure it produces is modelled, not measured.
 * Triton cache: at the first step each rank looks for the field report's four kernels in
   its node's mounted cache. All present: fine. None: every rank compiles them, in
   lockstep, into its cache. Some ranks only: those JIT-compile mid-replay, the others
-  wait in the collective, and the engine dies as the field report saw it.
+  wait in the collective past vLLM's 60 s broadcast warning, and every rank fails, so the
+  engine dies (EngineDead) as the field report saw it.
 * Clock: each step takes the time the node's stand-in GPU clock implies, so the
   lockstep pair runs at its slowest node (a healthy pair gives the field report's
   36.3 tok/s tg32, a head wedged at 611 MHz ~20).
@@ -197,9 +198,15 @@ def first_step():
     if not any(s["have"] for s in states):
         _compile(list(KERNELS), "first replay on every rank at once: cold caches compile in lockstep")
         return
-    if have:
-        return  # this rank replays from its cache and waits in the next collective
     warm = sorted({s["node"] for s in states if s["have"]})
+    cold = sorted({s["node"] for s in states if not s["have"]})
+    if have:
+        # This rank replays from its cache and waits in the collective for the ranks that compile.
+        time.sleep(JIT_STALL_S)
+        raise RuntimeError("dgxspark-sim (modelled): the rank on %s waited %.0f s in the first replay's collective "
+                           "for %s, which JIT-compiled %s mid-replay: the ranks desynchronised. Give every node "
+                           "the same Triton cache before serving." % (_node(), JIT_STALL_S, ", ".join(cold),
+                                                                      ", ".join(KERNELS)))
     LOG.error("dgxspark-sim (modelled): %s lacks Triton kernels %s that %s has: JIT-compiling them during the "
               "first replay while the other ranks replay from their caches", _node(), ", ".join(KERNELS),
               ", ".join(warm))
