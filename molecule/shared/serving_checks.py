@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import time
@@ -175,7 +176,8 @@ def flat(text):
 
 
 def changed_count(out, host):
-    m = __import__("re").search(rf"^{host}\s*:.*\bchanged=(\d+)", out, __import__("re").M)
+    """changed= of host in the PLAY RECAP of a playbook's (unflattened) output."""
+    m = re.search(rf"^{host}\s*:.*\bchanged=(\d+)", out, re.M)
     assert m, out[-3000:]
     return int(m.group(1))
 

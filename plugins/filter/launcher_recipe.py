@@ -15,6 +15,7 @@ description:
   - The C(command)'s placeholders are filled from C(defaults) (merged with O(params)) as the launcher's
     C(run-recipe.py) fills them; the command is split as the shell splits it. C(model), the flags as
     C(args) (JSON flags as mappings, numbers as numbers, bare flags as C(true)), C(env) and C(mods) are kept.
+  - C(vision) is true when the command sets C(--limit-mm-per-prompt) and not C(--language-model-only).
   - Flags the deployment decides (C(host), C(port), C(distributed-executor-backend), C(nnodes),
     C(node-rank), C(master-addr), C(master-port), C(headless)) go to C(launcher.deployment), not C(args).
   - An C(env) value that only names a variable of the launching shell (C($HF_TOKEN)) is a secret, listed
@@ -46,7 +47,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: >-
-    C(name), C(description), C(model), C(args), C(env), C(mods), C(draft_model) when the speculative config
+    C(name), C(description), C(model), C(vision), C(args), C(env), C(mods), C(draft_model) when the speculative config
     names one, and C(launcher) (C(source), C(container), C(build_args), C(cluster_only), C(deployment),
     C(env_from_controller)).
   type: dict

@@ -147,6 +147,8 @@ def recipe_from_launcher(doc, source="the recipe", params=None):
         "name": str(doc["name"]),
         "description": str(doc.get("description") or ""),
         "model": model,
+        # Pictures are sent (validate) only to a recipe that says how many a prompt may hold.
+        "vision": "limit-mm-per-prompt" in args and not args.get("language-model-only", False),
         "args": args,
         "env": plain,
         "mods": [str(m) for m in mods],

@@ -124,12 +124,16 @@ class Engine:
 _ERROR = re.compile(r"\b((?:\w+\.)*\w+(?:Error|Exception)(?:\(\w+\))?): (.+)$")
 _WRAPPERS = ("Engine core initialization failed", "RayTaskError", "RayActorError", "EngineDeadError",
              "EngineCore encountered an issue")
+# Warnings quote errors they guard against ("fd limit errors like `OSError: ...`"): not a cause.
+_NOT_ERRORS = re.compile(r"\b(WARNING|INFO|DEBUG)\b")
 
 
 def reason(log):
     """The root cause in an engine's log: the first error line that is not a wrapper around another."""
     found = []
     for line in log.splitlines():
+        if _NOT_ERRORS.search(line):
+            continue
         m = _ERROR.search(line)
         if m and m.group(0) not in found:
             found.append(m.group(0))

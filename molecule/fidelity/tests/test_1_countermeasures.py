@@ -30,7 +30,7 @@ def test_an_impossible_context_is_stopped_in_preflight_before_any_change():
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "below max-model-len 196608 even at the top of its error" in out, out[-3000:]
-    assert sc.changed_count(out, HEAD) == 0 and sc.changed_count(out, WORKER) == 0
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 
 def test_the_launchers_prometheus_mod_kills_the_build_as_it_killed_the_launch():
@@ -82,6 +82,20 @@ def test_without_auto_tool_choice_every_agent_request_is_refused():
     assert res.returncode != 0, out[-3000:]
     assert 'tool_choice "auto" was refused (status 400)' in out, out[-4000:]
     assert "--enable-auto-tool-choice" in out
+
+
+def test_the_launchers_own_recipe_file_serves_as_it_is():
+    # A launcher user's switch: the recipe file from the checkout on the head, read as it is (with the
+    # sim's swaps for what needs a GB10, as for the collection's own recipe).
+    recipe = "/home/spark/spark-vllm-docker/recipes/minimax-m3-w4a16-gptq-b12x-nvfp4-eagle3.yaml"
+    res = sc.playbook("site.yml", "--tags", "mods,ray_cluster,serve,validate", "-e", f"serve_recipe={recipe}",
+                      "-e", "serve_recipe_location=head")
+    assert res.returncode == 0, res.stdout[-6000:]
+    unit = sc.node(WORKER).file("/etc/systemd/system/dgxspark-ray.service").content_string
+    assert "--env=VLLM_M3_FP8_KV_TEST_SCALE=1.0" in unit and "HF_TOKEN" not in unit
+    argv = sc.engine_argv(sc.node(HEAD))
+    assert sc.flag_value(argv, "default-chat-template-kwargs") == '{"thinking_mode":"enabled"}'
+    assert sc.flag_value(argv, "distributed-executor-backend") == "ray", "the deployment decides the backend"
 
 
 def test_the_measured_stack_comes_back():

@@ -46,6 +46,12 @@ def test_recipe_becomes_recipe_data():
     assert data["draft_model"] == "Org/Draft"
     assert data["launcher"]["deployment"] == {"port": 8000, "host": "0.0.0.0", "distributed-executor-backend": "mp"}
     assert data["mods"] == ["mods/demo-group"]
+    assert data["vision"] is False  # --language-model-only
+
+
+def test_a_recipe_with_image_limits_is_a_vision_recipe():
+    command = RECIPE["command"].replace("--language-model-only", "--limit-mm-per-prompt '{{\"image\": 4}}'")
+    assert recipe_from_launcher(dict(RECIPE, command=command))["vision"] is True
 
 
 def test_shell_references_are_secrets_never_copied():

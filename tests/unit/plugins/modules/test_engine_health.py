@@ -89,7 +89,9 @@ def test_timeout_while_progressing(run_module, engine, monkeypatch):
 
 
 def test_reason_skips_the_wrappers_around_the_root_cause():
-    log = ("ray.exceptions.RayTaskError(RuntimeError): ray::RayWorkerProc.initialize_worker() (pid=1)\n"
+    log = ("(APIServer pid=7) WARNING 12-01 [system_utils.py:255] Found ulimit of 1024. This can cause fd limit errors "
+           "like `OSError: [Errno 24] Too many open files`.\n"
+           "ray.exceptions.RayTaskError(RuntimeError): ray::RayWorkerProc.initialize_worker() (pid=1)\n"
            "RuntimeError: dgxspark-sim (modelled): the rank on 10.0.0.2 started with OMP_NUM_THREADS=unset\n"
            "RuntimeError: Engine core initialization failed. See root cause above.\n")
     assert engine_health.reason(log).startswith("RuntimeError: dgxspark-sim (modelled): the rank on 10.0.0.2")
