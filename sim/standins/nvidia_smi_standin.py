@@ -5,7 +5,8 @@ Prints GB10-like values in nvidia-smi's real formats: the default table, `-L`,
 `--query-gpu=FIELDS --format=csv[,noheader][,nounits]`, `--query-compute-apps`,
 and `-q [-d PERFORMANCE]`. What it reports follows `gpu_state` in
 /etc/dgxspark-sim/scenario.json (healthy, idle, throttled, wedged) and whether a
-load runs: a live `gpu-burn-standin` leaves /tmp/dgxspark-sim-gpu-load.<pid>.
+load runs: a live `gpu-burn-standin` leaves /tmp/dgxspark-sim-gpu-load.<pid>, and the sim's
+engine touches /etc/dgxspark-sim/engine-busy while it decodes.
 Unloaded, every state reads idle (208 MHz, P8, ~4.5 W). Loaded:
   healthy    ~2400 MHz, 35-90 W, no reason
   idle       the load does not reach the GPU: idle values
@@ -22,6 +23,8 @@ import time
 
 SCENARIO = "/etc/dgxspark-sim/scenario.json"
 MARKERS = "/tmp/dgxspark-sim-gpu-load.*"
+# Touched by the sim's engine (sim/engine/plugin) while it decodes: the GPU is busy serving.
+ENGINE_BUSY = "/etc/dgxspark-sim/engine-busy"
 NA = "[N/A]"
 BUS_ID = "0000000F:01:00.0"
 UUID = "GPU-5d0c3e2a-51c6-4f0e-9a31-6b1f2e7c9d10"
@@ -42,10 +45,14 @@ def gpu_state():
 
 
 def loaded():
+    """A live gpu-burn-standin, or the sim's engine decoding (it touches ENGINE_BUSY every step)."""
     for marker in glob.glob(MARKERS):
         if os.path.exists("/proc/" + marker.rsplit(".", 1)[1]):
             return True
-    return False
+    try:
+        return time.time() - os.stat(ENGINE_BUSY).st_mtime < 2
+    except OSError:
+        return False
 
 
 def reading():

@@ -22,7 +22,8 @@ figure it produces is modelled, not measured.
   engine dies (EngineDead) as the field report saw it.
 * Clock: each step takes the time the node's stand-in GPU clock implies, so the
   lockstep pair runs at its slowest node (a healthy pair gives the field report's
-  36.3 tok/s tg32, a head wedged at 611 MHz ~20).
+  36.3 tok/s tg32, a head wedged at 611 MHz ~20); while it steps, the node's stand-in
+  nvidia-smi reads the GPU as loaded, as a real one under the engine's load.
 * Memory: a GB10's free memory at start, less the desktop the node's display manager
   holds and what Ray's object store takes beyond the launcher's 1 GiB (the same unified
   memory): vLLM's startup check refuses a utilization above it, as on the field report's
@@ -217,8 +218,22 @@ def first_step():
                        % (_node(), ", ".join(KERNELS), ", ".join(warm)))
 
 
+def _busy():
+    """Tell the node's stand-in nvidia-smi that its GPU is busy (at most once a second)."""
+    now = time.time()
+    if now - _state.get("busy_at", 0) < 1:
+        return
+    _state["busy_at"] = now
+    try:
+        with open(os.path.join(SIM_STATE, "engine-busy"), "a"):
+            os.utime(os.path.join(SIM_STATE, "engine-busy"))
+    except OSError:
+        pass  # the stand-in GPU state is not mounted writable here
+
+
 def pace(started, tokens, decode):
     """Let the step take the time this node's GPU clock implies (the slowest node sets the pair's pace)."""
+    _busy()
     clock = CLOCK_UNDER_LOAD.get(_gpu_state(), CLOCK_UNDER_LOAD["healthy"])
     factor = CLOCK_UNDER_LOAD["healthy"] / clock
     want = (T_MEM_S + T_CLOCK_S * factor) if decode else tokens / PREFILL_TOK_S * factor
