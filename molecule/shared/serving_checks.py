@@ -31,6 +31,12 @@ def inventory():
     return hosts
 
 
+def head_and_worker(hosts):
+    """The head's name and the first worker's, from inventory()."""
+    return (next(n for n, hv in hosts.items() if hv["group"] == "spark_head"),
+            next(n for n, hv in hosts.items() if hv["group"] == "spark_workers"))
+
+
 def node(name):
     return testinfra.get_host(f"ansible://{name}?force_ansible=True", ansible_inventory=INVENTORY)
 

@@ -65,7 +65,7 @@ def _pax_path(data):
             break
         length = int(data[pos:space])
         record = data[space + 1:pos + length - 1]
-        key, _, value = record.partition(b"=")
+        key, _sep, value = record.partition(b"=")
         if key == b"path":
             return value.decode("utf-8", "replace")
         pos += length

@@ -178,7 +178,9 @@ workers:
       description: Layers the worker already held, left out of the stream.
       type: int
     stream:
-      description: V(layers) (only what the worker lacked), V(whole), or V(whole) with the reason after a colon when layers were asked for but could not be left out.
+      description:
+        - V(layers) (only what the worker lacked) or V(whole).
+        - V(whole) with the reason after a colon when layers were asked for but could not be left out.
       type: str
     seconds:
       description: Wall time of the transfer and load.
@@ -427,10 +429,10 @@ def run(module):
                 new_id, error = pr.get("id", ""), pr.get("ssh_error") or pr.get("error") or ""
             r.update(bytes=r["bytes"] + sent, seconds=round(r["seconds"] + seconds, 1), id=new_id)
             if filt is not None:
+                legacy = ("whole: the archive is in Docker's legacy layout (before Docker 25), whose layer files "
+                          "cannot be told apart while they stream")
                 r.update(layers_sent=len(filt.sent_layers), layers_reused=len(filt.skipped),
-                         stream="layers" if filt.skipped else "whole: the archive is in Docker's legacy layout (before "
-                                                                  "Docker 25), whose layer files cannot be told apart while they stream"
-                         if filt.legacy else "whole")
+                         stream="layers" if filt.skipped else legacy if filt.legacy else "whole")
             else:
                 r.update(layers_sent=len(layers), layers_reused=0, stream=r["stream"] or "whole")
             if normalize_id(r["id"]) == normalize_id(head_id):

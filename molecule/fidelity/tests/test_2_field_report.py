@@ -9,8 +9,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
 import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
 
 HOSTS = sc.inventory()
-HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
-WORKER = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_workers")
+HEAD, WORKER = sc.head_and_worker(HOSTS)
 KEY = HOSTS[HEAD]["serve_api_key"]
 URL = "http://127.0.0.1:8000"
 TRITON = "/home/spark/.triton"
