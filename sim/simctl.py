@@ -261,7 +261,7 @@ def start_node(cluster, node, image, archives, model, gpu_state):
     return c
 
 
-def wait_ssh(node, timeout=90):
+def wait_ssh(node, timeout=300):  # generous: a loaded host boots nodes slowly
     deadline = time.time() + timeout
     while time.time() < deadline:
         res = run(["ssh", "-i", str(SSH_KEY), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",

@@ -73,6 +73,21 @@ def measure(lines, started, clock):
     }
 
 
+def rescale(figures, time_scale):
+    """Figures of an endpoint whose clock runs `time_scale` times slower than the wall clock (a
+    simulated pair paced by a model, slowed to stay above its host's real compute) on its own clock."""
+    if time_scale == 1:
+        return figures
+    out = dict(figures)
+    for key in ("ttft_s", "decode_s"):
+        if out.get(key) is not None:
+            out[key] = round(out[key] / time_scale, 4)
+    for key, digits in (("decode_tok_s", 2), ("prefill_tok_s", 1)):
+        if out.get(key) is not None:
+            out[key] = round(out[key] * time_scale, digits)
+    return out
+
+
 def median_of(runs, key):
     values = [run[key] for run in runs if run.get(key) is not None]
     return round(statistics.median(values), 2) if values else None

@@ -61,6 +61,19 @@ options:
     description: Lowest acceptable measured/expected ratio for RV(comparison).
     type: float
     default: 0.8
+  duration:
+    description:
+      - Seconds after which no further run starts (the one under way finishes); C(0) runs them all.
+      - For a load of known length, e.g. while the GPUs are sampled.
+    type: float
+    default: 0
+  time_scale:
+    description:
+      - How many times slower than the wall clock the endpoint's clock runs. Only a simulated pair whose
+        engine paces itself by a model, slowed so the host's real compute stays below the model, sets
+        it; times are divided and rates multiplied by it before they are reported and compared.
+    type: float
+    default: 1.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -123,6 +136,7 @@ server_version:
   sample: 0.33.0
 """
 
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -143,12 +157,16 @@ def main():
             timeout=dict(type="int", default=600),
             expected=dict(type="dict", default={}),
             min_ratio=dict(type="float", default=0.8),
+            duration=dict(type="float", default=0.0),
+            time_scale=dict(type="float", default=1.0),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if p["runs"] < 1 or p["warmup"] < 0 or p["max_tokens"] < 2:
-        module.fail_json(msg="runs must be >= 1, warmup >= 0 and max_tokens >= 2 (decode speed needs two tokens)")
+    if p["runs"] < 1 or p["warmup"] < 0 or p["max_tokens"] < 2 or p["duration"] < 0 or p["time_scale"] <= 0:
+        module.fail_json(msg="runs must be >= 1, warmup >= 0, max_tokens >= 2 (decode speed needs two tokens), "
+                             "duration >= 0 and time_scale > 0; got runs=%(runs)s warmup=%(warmup)s "
+                             "max_tokens=%(max_tokens)s duration=%(duration)s time_scale=%(time_scale)s" % p)
     client = _bench.Client(p["url"], p["api_key"], p["timeout"])
     try:
         listed = client.models()
@@ -160,10 +178,13 @@ def main():
     model = entry["id"]
 
     runs = []
+    started = time.monotonic()
     try:
         for index in range(p["warmup"] + p["runs"]):
+            if p["duration"] and index and time.monotonic() - started >= p["duration"]:
+                break
             prompt = f"Run {index}. {p['prompt']}"
-            figures = client.run(model, prompt, p["max_tokens"], p["ignore_eos"])
+            figures = _bench.rescale(client.run(model, prompt, p["max_tokens"], p["ignore_eos"]), p["time_scale"])
             if index >= p["warmup"]:
                 runs.append(figures)
     except Exception as exc:  # pylint: disable=broad-except

@@ -120,3 +120,12 @@ def test_client_against_a_loopback_stream(server):
     request, auth = StreamingHandler.seen[-1]
     assert auth == "Bearer sk-test"
     assert request["messages"][0]["content"] == "Run 0. hello" and request["stream"] is True
+
+
+def test_rescale_divides_a_slowed_clock_out_of_times_and_rates():
+    figures = {"ttft_s": 5.0, "decode_s": 4.0, "decode_tok_s": 7.5, "prefill_tok_s": 200.0, "completion_tokens": 31}
+    out = _bench.rescale(figures, 5.0)
+    assert out == {"ttft_s": 1.0, "decode_s": 0.8, "decode_tok_s": 37.5, "prefill_tok_s": 1000.0,
+                   "completion_tokens": 31}
+    assert _bench.rescale(figures, 1) is figures
+    assert _bench.rescale({"decode_tok_s": None, "ttft_s": None}, 2.0) == {"decode_tok_s": None, "ttft_s": None}

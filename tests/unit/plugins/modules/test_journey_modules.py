@@ -80,3 +80,29 @@ def test_openai_bench_measures_a_loopback_server(capsys):
     assert len(out["runs"]) == 3 and out["median"]["completion_tokens"] == 4
     prompts = [req["messages"][0]["content"] for req, _ in test_bench.StreamingHandler.seen[-4:]]
     assert prompts == ["Run 0. hello", "Run 1. hello", "Run 2. hello", "Run 3. hello"]
+
+
+def test_openai_bench_stops_starting_runs_after_its_duration_and_rescales(capsys):
+    from ansible_collections.dgxspark.vllm.tests.unit.plugins.module_utils import test_bench
+    import http.server
+    import threading
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), test_bench.StreamingHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        # A duration already spent after the first run: the first always runs, no second starts.
+        short = run(openai_bench, {"url": url, "prompt": "x", "runs": 50, "warmup": 0, "max_tokens": 4,
+                                   "duration": 1e-9}, capsys)
+        plain = run(openai_bench, {"url": url, "prompt": "x", "runs": 1, "warmup": 0, "max_tokens": 4}, capsys)
+        scaled = run(openai_bench, {"url": url, "prompt": "x", "runs": 1, "warmup": 0, "max_tokens": 4,
+                                    "time_scale": 1e6}, capsys)
+    finally:
+        httpd.shutdown()
+    assert len(short["runs"]) == 1
+    # The same loopback stream on a clock a million times slower: its rate is a million times higher.
+    assert scaled["runs"][0]["prefill_tok_s"] > 1000 * plain["runs"][0]["prefill_tok_s"]
+
+
+def test_openai_bench_refuses_a_scale_of_zero_naming_it(capsys):
+    out = run(openai_bench, {"url": "http://127.0.0.1:9", "prompt": "x", "time_scale": 0}, capsys)
+    assert out["failed"] and "time_scale=0.0" in out["msg"]
