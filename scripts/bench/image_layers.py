@@ -17,6 +17,7 @@ Traffic: only to the sim's containers.
 import argparse
 import json
 import pathlib
+import shlex
 import statistics
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def main():
             }
             for ref, command in images.values():
                 on(head, f"sudo docker rm -f bench-c >/dev/null 2>&1; sudo docker run --name bench-c {BASE} sh -c "
-                         f"'{command}' && sudo docker commit -q bench-c {ref} >/dev/null && sudo docker rm bench-c >/dev/null")
+                         f"{shlex.quote(command)} && sudo docker commit -q bench-c {ref} >/dev/null && sudo docker rm bench-c >/dev/null")
             images["empty worker (the base itself)"] = (BASE, None)
             save_s = []
             for _ in range(args.runs):
