@@ -14,9 +14,9 @@ description:
     and returns its flags and the fields of the config classes whose JSON flags vLLM checks key by key
     (C(speculative-config), C(compilation-config), C(attention-config)).
   - The flag set is a property of the image ID, so it is kept in O(cache_dir) under that ID and read from
-    there the next time: only a new image costs a container start.
+    there the next time; only a new image costs a container start.
   - An image that is not on the node, or whose vLLM cannot be read (an image without vLLM), is not an
-    error: RV(found) is false and RV(reason) says why, so the caller can check against a shipped list.
+    error; RV(found) is false and RV(reason) says why, so the caller can check against a shipped list.
   - Changes nothing on the node but its own cache file, and never reports a change.
 options:
   image:
