@@ -24,12 +24,15 @@ stage() {  # stage NAME COMMAND...
 }
 
 scenarios() {
-  # Every scenario unless MOLECULE_SCENARIOS names some; `default` (the whole
-  # site playbook, the longest) starts first so parallel runs finish together.
+  # Every scenario unless MOLECULE_SCENARIOS names some; the longest start first
+  # (the real engine's three, then serve, readiness, quad) so parallel runs finish together.
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then echo "$MOLECULE_SCENARIOS"; return; fi
-  local s all=()
-  for s in molecule/*/molecule.yml; do s=${s#molecule/}; s=${s%/molecule.yml}; [ "$s" = default ] || all+=("$s"); done
-  echo "default ${all[*]}"
+  local s first=(default fidelity field_report serve readiness quad) rest=()
+  for s in molecule/*/molecule.yml; do
+    s=${s#molecule/}; s=${s%/molecule.yml}
+    [[ " ${first[*]} " == *" $s "* ]] || rest+=("$s")
+  done
+  echo "${first[*]} ${rest[*]}"
 }
 
 molecule_all() {

@@ -298,7 +298,12 @@ def cluster_containers(cluster):
 def cmd_down(args):
     names = cluster_containers(args.cluster)
     if names:
-        run(PODMAN + ["rm", "-f", "-t", "0", *names], capture=True)
+        # A loaded host sometimes reports that a node's processes "did not die within timeout": again.
+        for attempt in range(4):
+            res = run(PODMAN + ["rm", "-f", "-i", "-t", "0", *names], check=attempt == 3, capture=True)
+            if res.returncode == 0:
+                break
+            time.sleep(5)
         run(PODMAN + ["volume", "rm", "-f", *[f"{n}-containers" for n in names]], check=False, capture=True)
     for net in ("mgmt", "fabric"):
         run(PODMAN + ["network", "rm", "-f", f"{args.cluster}-{net}"], check=False, capture=True)

@@ -20,6 +20,21 @@ RAY_NODES = (PROJECT / "roles" / "ray_cluster" / "files" / "ray_nodes.py").read_
 PIDFILE = "/tmp/dgxspark-vllm.pid"
 
 
+def record(case, phase, seconds, changed, message):
+    """One row of the bad-input table (docs/reliability.md, scripts/reliability_table.py): where a bad
+    input was stopped, after how many seconds, with how many changes on the nodes, and the message."""
+    results = PROJECT / ".cache" / "reliability"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{case}.json").write_text(json.dumps({"case": case, "phase": phase, "seconds": round(seconds, 1),
+                                                      "changed": changed, "message": message[:600]}))
+
+
+def noticed_after_exit(output):
+    """Seconds between the engine's exit and the health wait failing, from engine_health's message."""
+    m = re.search(r"\(noticed (\d+) s after the exit\)", output)
+    return int(m.group(1)) if m else None
+
+
 def inventory():
     """hosts.yml of the scenario: {name: hostvars} plus the spark group's vars."""
     data = yaml.safe_load((pathlib.Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "inventory" / "hosts.yml").read_text())

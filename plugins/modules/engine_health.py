@@ -81,6 +81,10 @@ log:
   description: The engine's last log lines, when it failed.
   returned: failure
   type: str
+exited_ago:
+  description: Seconds between the engine's exit and the wait noticing it (null when systemd has already restarted it).
+  returned: failure
+  type: float
 reason:
   description: The root cause found in the engine's log (its first error line that is not a wrapper), when it died.
   returned: failure
@@ -104,7 +108,8 @@ class Engine:
         self.journalctl = module.get_bin_path("journalctl", required=True)
 
     def show(self):
-        props = "ActiveState,SubState,NRestarts,InvocationID,ExecMainStatus,ExecMainCode,Result"
+        props = ("ActiveState,SubState,NRestarts,InvocationID,ExecMainStatus,ExecMainCode,Result,"
+                 "ExecMainExitTimestampMonotonic")
         _rc, out, _err = self.module.run_command([self.systemctl, "show", self.unit, "-p", props])
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
@@ -157,6 +162,15 @@ def died(start, now):
     return None
 
 
+def exited_ago(now):
+    """Seconds since the engine's main process exited (systemd's monotonic clock is the kernel's), or None."""
+    try:
+        stamp = int(now.get("ExecMainExitTimestampMonotonic") or 0)
+    except ValueError:
+        return None
+    return round(max(0.0, time.monotonic() - stamp / 1e6), 1) if stamp > 0 else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -181,12 +195,14 @@ def main():
             full = engine.log(start.get("InvocationID"), 2000)
             log = "\n".join(full.splitlines()[-p["log_lines"]:])
             cause = reason(full)
+            ago = exited_ago(now)
             module.fail_json(
-                msg="vLLM (%s) died %.0f s into the wait for %s: %s, exit status %s.%s Its last %d log lines:\n%s"
+                msg="vLLM (%s) died %.0f s into the wait for %s: %s, exit status %s%s.%s Its last %d log lines:\n%s"
                     % (p["unit"], elapsed, p["url"], why, now.get("ExecMainStatus", "?"),
+                       "" if ago is None else " (noticed %.0f s after the exit)" % ago,
                        " Reason: %s." % cause if cause else "", p["log_lines"], log),
                 elapsed=elapsed, restarts=int(now.get("NRestarts") or 0) - int(start.get("NRestarts") or 0), log=log,
-                reason=cause)
+                reason=cause, exited_ago=ago)
         latest = engine.cursor()
         if latest != cursor:
             cursor, progress_at = latest, time.monotonic()

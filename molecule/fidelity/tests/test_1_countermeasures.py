@@ -3,6 +3,7 @@ the message names what is missing. The converge before was the full, healthy dep
 import json
 import pathlib
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
 import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
@@ -11,6 +12,19 @@ HOSTS = sc.inventory()
 HEAD, WORKER = sc.head_and_worker(HOSTS)
 KEY = HOSTS[HEAD]["serve_api_key"]
 URL = "http://127.0.0.1:8000"
+
+
+def run_and_record(case, *args):
+    """A runtime-only bad input: the run must fail, and the health wait within seconds of the engine's exit."""
+    started = time.monotonic()
+    res = sc.playbook(*args)
+    out = sc.flat(res.stdout)
+    ago = sc.noticed_after_exit(out)
+    reason = out[out.find("Reason: "):][:300] if "Reason: " in out else out[-300:]
+    sc.record(case, "serve (engine_health, %s s after the engine's exit)" % ago, time.monotonic() - started, None, reason)
+    assert res.returncode != 0, out[-3000:]
+    assert ago is not None and ago <= 60, out[-4000:]
+    return out
 
 
 def image_ids(host):
@@ -48,9 +62,8 @@ def test_the_launchers_prometheus_mod_kills_the_build_as_it_killed_the_launch():
 
 def test_without_the_mods_the_engine_refuses_the_b12x_backend():
     # The base image, as the launcher would run it without its mod group: vLLM's own argument check.
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_image=localhost/dgxspark-sim-vllm:latest")
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
+    out = run_and_record("engine_without_mods", "site.yml", "--tags", "ray_cluster,serve",
+                         "-e", "ray_cluster_image=localhost/dgxspark-sim-vllm:latest")
     assert "Reason: ValueError: Unknown attention backend: 'B12X'" in out, out[-4000:]
 
 
@@ -58,9 +71,8 @@ def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
     # Upstream's Ray mode: the recipe env reaches the engine on the head, not the other node's container.
     engine_env = ("{{ {} if inventory_hostname == '%s' else "
                   "(serve_recipe_data.env | default({}) | combine(serve_env | default({}))) }}" % WORKER)
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", json.dumps({"ray_cluster_engine_env": engine_env}))
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
+    out = run_and_record("recipe_env_only_on_head", "site.yml", "--tags", "ray_cluster,serve",
+                         "-e", json.dumps({"ray_cluster_engine_env": engine_env}))
     worker_ip = HOSTS[WORKER]["spark_fabric_ip"]
     assert f"the rank on {worker_ip} started with" in out, out[-4000:]
     for var in ("OMP_NUM_THREADS=unset", "VLLM_M3_FP8_KV_TEST_SCALE=unset", "B12X_TRITON_PREWARM_STRICT=unset"):
@@ -68,9 +80,8 @@ def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
 
 
 def test_rays_default_object_store_takes_the_memory_the_engine_needs():
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_object_store_memory=0")
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
+    out = run_and_record("ray_default_object_store", "site.yml", "--tags", "ray_cluster,serve",
+                         "-e", "ray_cluster_object_store_memory=0")
     assert "Free memory on device" in out and "Ray's object store holds" in out, out[-4000:]
 
 

@@ -120,7 +120,7 @@ def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engin
     head.check_output("sudo systemctl isolate graphical.target")
     assert head.file("/etc/dgxspark-sim/desktop-active").exists
     # Left out, the engine's start fails on the memory the desktop holds (util 0.93 on a GB10).
-    res = sc.playbook("site.yml", "--skip-tags", "headless", "-e", "serve_stall_timeout=300",
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_stall_timeout=300",
                       *sc.overrides_with({"args": {"gpu-memory-utilization": 0.931}}))
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]

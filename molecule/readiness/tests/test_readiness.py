@@ -6,10 +6,14 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import time
 
 import pytest
 import testinfra
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+from serving_checks import record  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SCENARIO = pathlib.Path(__file__).resolve().parents[1]
@@ -236,8 +240,35 @@ CASES = {
                     "chmod 0755 /usr/local/bin/nvidia-smi"},
                {WORKER: "mv -f /usr/local/bin/nvidia-smi.sim /usr/local/bin/nvidia-smi"},
                r"The nodes disagree on the GPU driver version: spark-head=[0-9.]+, spark-worker-1=570\.00\.00\."),
+    # Variables of the roles after preflight, checked against their argument specs before any change.
+    "backend_choice": (["-e", "serve_executor_backend=rya"], {}, {},
+                       r"role serve: value of serve_executor_backend must be one of: ray, mp, got: rya"),
+    "image_source_choice": (["-e", "image_source=fetch"], {}, {},
+                            r"role image: value of image_source must be one of: pull, build, load, got: fetch"),
+    "triton_mode_choice": (["-e", "triton_cache_mode=sync"], {}, {},
+                           r"role triton_cache: value of triton_cache_mode must be one of: push, union, got: sync"),
+    "validate_mode_choice": (["-e", "validate_mode=full"], {}, {},
+                             r"role validate: value of validate_mode must be one of: content, transport, got: full"),
+    "models_source_choice": (["-e", "models_source=ftp"], {}, {},
+                             r"role models: value of models_source must be one of: hub, local, got: ftp"),
+    "port_type": (["-e", "serve_api_port=http"], {}, {},
+                  r"role serve: argument 'serve_api_port' is of type str and we were unable to convert to int"),
+    "ray_cpus_type": (["-e", "ray_cluster_num_cpus=two"], {}, {},
+                      r"role ray_cluster: argument 'ray_cluster_num_cpus' is of type str and we were unable to convert to int"),
+    # Rules across variables, and values in their registries' syntax.
+    "port_clash": (["-e", "serve_api_port=29501"], {}, {},
+                   r"each used once, but they are \{\"serve_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
+    "image_ref_syntax": (["-e", "image_ref='vllm node:latest'"], {}, {},
+                         r"image_ref = 'vllm node:latest' is not an image reference"),
+    "model_id_syntax": (["-e", json.dumps({"serve_recipe_overrides": {"model": "MiniMax M3"}})], {}, {},
+                        r"models: ids must look like ORG/NAME .*'MiniMax M3'"),
+    # vLLM flags, checked against the flag list of the vLLM the collection ships (no image on the head yet).
+    "flag_typo": (overrides(**{"max-model-lenght": 8192}), {}, {},
+                  r"--max-model-lenght \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) "
+                  r"is not in the flag set of vLLM 0\.32\.0 shipped with the collection .*Did you mean --max-model-len\?"),
+    "flag_json_key_typo": (overrides(**{"compilation-config": {"mode": 0, "cudagraph_mod": "FULL_DECODE_ONLY"}}), {}, {},
+                           r"--compilation-config key 'cudagraph_mod' .*Did you mean 'cudagraph_mode'\?"),
 }
-
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_preflight_failure_stops_the_run_and_changes_nothing(desktop, tmp_path, case):
@@ -247,7 +278,9 @@ def test_preflight_failure_stops_the_run_and_changes_nothing(desktop, tmp_path, 
         sudo(name, cmd)
     try:
         before = {n: sudo(n, SNAPSHOT) for n in NODES}
+        started = time.monotonic()
         rc, out = playbook(*args, inventory=inventory)
+        seconds = time.monotonic() - started
         after = {n: sudo(n, SNAPSHOT) for n in NODES}
     finally:
         for name, cmd in teardown.items():
@@ -255,6 +288,8 @@ def test_preflight_failure_stops_the_run_and_changes_nothing(desktop, tmp_path, 
     assert rc != 0, out[-3000:]
     errors = re.findall(r"^\[ERROR\]: Task failed: Action failed: (.*)$", out, re.M)
     assert errors and all(re.search(message, e) for e in errors), out[-3000:]
+    record(case, "preflight", seconds, sum(recap_changed(out).values()) + sum(after[n] != before[n] for n in NODES),
+           errors[0])
     assert "PLAY [Headless nodes]" not in out
     assert set(recap_changed(out).values()) == {0}, out[-2000:]
     # Still on the desktop: headless, which would have switched them, never ran.

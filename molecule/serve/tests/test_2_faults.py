@@ -64,7 +64,8 @@ def test_stopped_worker_fails_the_run_before_anything_changes():
 
 def test_a_worker_that_cannot_join_is_named_with_its_log():
     # A wrong head address for the workers only (the head's own unit does not use it).
-    res = sc.playbook("site.yml", "-e", "ray_cluster_head_ip=10.231.106.99", "-e", "ray_cluster_join_timeout=20")
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "ray_cluster_head_ip=10.231.106.99",
+                      "-e", "ray_cluster_join_timeout=20")
     out = res.stdout
     assert res.returncode != 0, out[-4000:]
     assert f"Ray: {WORKER} did not join the cluster" in out, out[-4000:]
@@ -75,7 +76,7 @@ def test_a_worker_that_cannot_join_is_named_with_its_log():
 
 def test_mp_backend_reaches_a_healthy_endpoint():
     # The mp run replaces Ray altogether (and repairs what the tests before left broken).
-    res = sc.playbook("site.yml", "-e", "serve_executor_backend=mp")
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_executor_backend=mp")
     assert res.returncode == 0, res.stdout[-6000:]
     head, worker = sc.node(HEAD), sc.node(WORKER)
     for host in (head, worker):

@@ -56,8 +56,9 @@ CLOCK_UNDER_LOAD = {"healthy": 2405, "idle": 2405, "throttled": 670, "wedged": 6
 T_MEM_S, T_CLOCK_S = 0.01982, 0.00773
 PREFILL_TOK_S = 1000.0  # "Prefill stays ~1000 tok/s"
 # The modelled clock runs this many times slower than the wall clock, so the host's real compute (a
-# step of the tiny model on two shared cores takes up to ~60 ms under load) stays below the modelled
-# step; the bench divides it out again (bench_time_scale, set from the same inventory value).
+# step of the tiny model on two shared cores took ~190 ms with three real-engine scenarios side by
+# side) stays below the modelled step; the bench divides it out again (bench_time_scale, set from the
+# same inventory value).
 TIME_SCALE = float(os.environ.get("DGXSPARK_SIM_TIME_SCALE", "1"))
 # GB10 memory at engine start (GiB): what CUDA reports, and what is free headless; a desktop holds
 # ~0.7 more. Fitted to the field report: util 0.93 fails "by ~0.5 GB" with a desktop, passes headless.

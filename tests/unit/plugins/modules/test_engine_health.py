@@ -64,6 +64,15 @@ def test_a_restart_fails_at_once_with_the_old_invocations_log(run_module, engine
     assert fake.log_queries[-1][-1] == "_SYSTEMD_INVOCATION_ID=aaa"
 
 
+def test_the_failure_says_how_long_after_the_exit_it_was_noticed(run_module, engine, monkeypatch):
+    monkeypatch.setattr(engine_health.time, "monotonic", lambda: 1000.0)
+    engine([RUNNING, dict(RUNNING, SubState="auto-restart", ExecMainStatus="1",
+                          ExecMainExitTimestampMonotonic=str(996_500_000))])
+    out = run_module(engine_health.main, ARGS)
+    assert out.failed and out.result["exited_ago"] == 3.5
+    assert "(noticed 4 s after the exit)" in out.result["msg"] or "(noticed 3 s after the exit)" in out.result["msg"]
+
+
 def test_a_new_invocation_counts_as_a_death(run_module, engine):
     engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
     out = run_module(engine_health.main, ARGS)

@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The flags a vLLM accepts, read from its own argument parser, and the rendered flags checked against them."""
+from __future__ import annotations
+
+import difflib
+import json
+
+# Runs inside the image with its own Python: vLLM's `serve` parser and the config classes whose JSON
+# flags vLLM validates key by key. The parser's module moved between releases; both places are tried.
+DUMP_SCRIPT = r"""
+import dataclasses, importlib, json
+import vllm
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser
+make = None
+for where in ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args"):
+    try:
+        make = importlib.import_module(where).make_arg_parser
+        break
+    except (ImportError, AttributeError):
+        pass
+parser = make(FlexibleArgumentParser())
+flags = sorted({s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--")})
+cfg = importlib.import_module("vllm.config")
+keys = {}
+for flag, name in (("speculative-config", "SpeculativeConfig"), ("compilation-config", "CompilationConfig"),
+                   ("attention-config", "AttentionConfig")):
+    cls = getattr(cfg, name, None)
+    if cls is not None and dataclasses.is_dataclass(cls):
+        keys[flag] = sorted(f.name for f in dataclasses.fields(cls))
+print("DGXSPARK-VLLM-FLAGS " + json.dumps({"version": vllm.__version__, "flags": flags, "json_keys": keys}))
+"""
+MARK = "DGXSPARK-VLLM-FLAGS "
+
+
+def parse_dump(stdout):
+    """The flag set printed by DUMP_SCRIPT (its last marked line), or None."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith(MARK):
+            data = json.loads(line[len(MARK):])
+            if isinstance(data.get("flags"), list) and data["flags"]:
+                return data
+    return None
+
+
+def _closest(word, known):
+    match = difflib.get_close_matches(word, known, n=1, cutoff=0.75)
+    return match[0] if match else None
+
+
+def problems(args, flagset, strict=True, overrides=None, recipe="the recipe"):
+    """Rendered flags (name -> value, as the serve role renders them) that the flag set does not know.
+
+    Each problem: message, fatal. With strict (the image's own flag set) every unknown flag or JSON
+    key is fatal; otherwise (a shipped list of another release) only those with a close known match,
+    which are typos, are fatal and the rest warnings.
+    """
+    overrides = overrides or {}
+    known = set(flagset.get("flags") or [])
+    where = "the flag set of vLLM %s%s" % (flagset.get("version", "?"),
+                                           " in image " + flagset["image_id"][:19] if flagset.get("image_id") else
+                                           " shipped with the collection (the image is not on the head yet)")
+    found = []
+
+    def source(flag):
+        if flag in overrides:
+            return "serve_recipe_overrides (args), set in the inventory or with -e"
+        return recipe
+
+    for flag, value in (args or {}).items():
+        if value is None or value is False:
+            continue  # not rendered
+        name = str(flag).replace("_", "-")  # vLLM's parser takes --foo_bar as --foo-bar
+        if name not in known:
+            close = _closest(name, sorted(known))
+            hint = "Did you mean --%s? " % close if close else ""
+            found.append({"fatal": bool(strict or close), "message": (
+                "--%s (from %s) is not in %s. %sFix or remove it there." % (flag, source(flag), where, hint))})
+            continue
+        fields = (flagset.get("json_keys") or {}).get(name)
+        if fields and isinstance(value, dict):
+            for key in value:
+                if key in fields:
+                    continue
+                close = _closest(str(key), fields)
+                hint = "Did you mean '%s'? " % close if close else ""
+                found.append({"fatal": bool(strict or close), "message": (
+                    "--%s key '%s' (from %s) is not a field vLLM %s takes there. %sFix or remove it there."
+                    % (flag, key, source(flag), flagset.get("version", "?"), hint))})
+    return found

@@ -1,0 +1,158 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_flags
+short_description: Read the flags the vLLM in a container image accepts, once per image ID
+version_added: 0.2.0
+description:
+  - Runs vLLM's own C(serve) argument parser in a throw-away container of the image (no network, no GPU)
+    and returns its flags and the fields of the config classes whose JSON flags vLLM checks key by key
+    (C(speculative-config), C(compilation-config), C(attention-config)).
+  - The flag set is a property of the image ID, so it is kept in O(cache_dir) under that ID and read from
+    there the next time; only a new image costs a container start.
+  - An image that is not on the node, or whose vLLM cannot be read (an image without vLLM), is not an
+    error; RV(found) is false and RV(reason) says why, so the caller can check against a shipped list.
+  - Changes nothing on the node but its own cache file, and never reports a change.
+options:
+  image:
+    description: Image reference or ID. One of O(image) and O(container) is required.
+    type: str
+  container:
+    description: A container whose image is to be read (the Ray container the engine runs in).
+    type: str
+  container_cli:
+    description: The container CLI (C(docker), or C(podman)).
+    type: str
+    default: docker
+  cache_dir:
+    description: Where flag sets are kept, one file per image ID.
+    type: path
+    default: /var/cache/dgxspark-vllm/vllm-flags
+  timeout:
+    description: Seconds the parser may take in the container.
+    type: int
+    default: 300
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the image in check mode too (a throw-away container); the cache is not written.
+  diff_mode:
+    support: none
+  idempotent:
+    description: It only reads; a second run reads the cache.
+    support: full
+  platform:
+    support: full
+    platforms: posix
+author:
+  - dgxspark.vllm contributors (@dgxspark)
+"""
+
+EXAMPLES = r"""
+- name: Read the flags of the vLLM in the serving image
+  dgxspark.vllm.vllm_flags:
+    image: vllm-node-minimax-m3-b12x:latest
+  register: flags
+  become: true
+
+- name: Check a misspelled flag against them
+  ansible.builtin.assert:
+    that: "{{ {'max-model-len': 4096} | dgxspark.vllm.vllm_flag_problems(flags.flagset) | length == 0 }}"
+  when: flags.found
+"""
+
+RETURN = r"""
+found:
+  description: Whether the flag set could be read (from the cache or the image).
+  returned: always
+  type: bool
+image_id:
+  description: The image ID the flag set belongs to (empty when the image is not on the node).
+  returned: always
+  type: str
+cached:
+  description: Whether the flag set came from O(cache_dir).
+  returned: always
+  type: bool
+flagset:
+  description: C(version), C(flags) (names without dashes), C(json_keys), C(image_id).
+  returned: when found
+  type: dict
+  sample: {version: 0.32.0, flags: [max-model-len, tensor-parallel-size], json_keys: {speculative-config: [method, model]}}
+reason:
+  description: Why the flag set could not be read.
+  returned: when not found
+  type: str
+"""
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
+
+
+def image_id(module, cli, image, container):
+    if container:
+        rc, out, err = module.run_command([cli, "inspect", "--format", "{{.Image}}", container])
+        what = "container " + container
+    else:
+        rc, out, err = module.run_command([cli, "image", "inspect", "--format", "{{.Id}}", image])
+        what = "image " + image
+    if rc != 0 or not out.strip():
+        return None, "%s is not on this node (%s)" % (what, (err or out).strip()[-300:])
+    ident = out.strip().splitlines()[0]
+    return (ident if ident.startswith("sha256:") else "sha256:" + ident), None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            image=dict(type="str"),
+            container=dict(type="str"),
+            container_cli=dict(type="str", default="docker"),
+            cache_dir=dict(type="path", default="/var/cache/dgxspark-vllm/vllm-flags"),
+            timeout=dict(type="int", default=300),
+        ),
+        required_one_of=[("image", "container")],
+        mutually_exclusive=[("image", "container")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    ident, reason = image_id(module, p["container_cli"], p["image"], p["container"])
+    if ident is None:
+        module.exit_json(changed=False, found=False, cached=False, image_id="", reason=reason)
+    cache = os.path.join(p["cache_dir"], re.sub(r"[^A-Za-z0-9]", "_", ident) + ".json")
+    if os.path.exists(cache):
+        with open(cache, encoding="utf-8") as handle:
+            flagset = json.load(handle)
+        module.exit_json(changed=False, found=True, cached=True, image_id=ident, flagset=flagset)
+    # The bare hex ID: Docker and podman both take it (podman not always with the sha256: prefix).
+    argv = [p["container_cli"], "run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
+            "-c", _vllm_flags.DUMP_SCRIPT]
+    rc, out, err = module.run_command(["timeout", str(p["timeout"])] + argv)
+    flagset = _vllm_flags.parse_dump(out) if rc == 0 else None
+    if flagset is None:
+        tail = (err or out).strip().splitlines()[-3:]
+        module.exit_json(changed=False, found=False, cached=False, image_id=ident,
+                         reason="the vLLM in image %s could not be read (rc %s): %s" % (ident[:19], rc, " | ".join(tail)))
+    flagset["image_id"] = ident
+    if not module.check_mode:
+        os.makedirs(p["cache_dir"], exist_ok=True)
+        tmp = cache + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(flagset, handle)
+        os.replace(tmp, cache)
+    module.exit_json(changed=False, found=True, cached=False, image_id=ident, flagset=flagset)
+
+
+if __name__ == "__main__":
+    main()

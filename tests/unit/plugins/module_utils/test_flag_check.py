@@ -1,0 +1,55 @@
+"""The flag check: typos named with the closest real flag, where they came from; JSON keys; strict or not."""
+import json
+import pathlib
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+SHIPPED = json.loads((ROOT / "roles/serve/files/vllm-flags-0.32.0.json").read_text())
+FLAGSET = {"version": "0.32.0", "image_id": "sha256:" + "ab" * 32,
+           "flags": ["max-model-len", "tensor-parallel-size", "speculative-config", "enable-auto-tool-choice"],
+           "json_keys": {"speculative-config": ["method", "model", "num_speculative_tokens"]}}
+
+
+def test_a_typo_is_named_with_the_closest_flag_and_its_source():
+    found = _vllm_flags.problems({"max-model-lenght": 4096, "tensor-parallel-size": 2}, FLAGSET,
+                                 overrides={"max-model-lenght": 4096}, recipe="recipe minimax-m3-text")
+    assert len(found) == 1 and found[0]["fatal"]
+    msg = found[0]["message"]
+    assert "--max-model-lenght" in msg and "Did you mean --max-model-len?" in msg
+    assert "serve_recipe_overrides (args)" in msg and "sha256:abababababab" in msg
+
+
+def test_underscores_and_unrendered_flags_are_not_problems():
+    assert _vllm_flags.problems({"max_model_len": 1, "no-such-flag": False, "other-missing": None}, FLAGSET) == []
+
+
+def test_json_keys_are_checked_where_vllm_checks_them():
+    found = _vllm_flags.problems({"speculative-config": {"method": "eagle3", "num_speculative_token": 3}}, FLAGSET,
+                                 recipe="recipe x")
+    assert len(found) == 1 and "key 'num_speculative_token'" in found[0]["message"]
+    assert "Did you mean 'num_speculative_tokens'?" in found[0]["message"] and "recipe x" in found[0]["message"]
+
+
+def test_the_shipped_list_refuses_typos_and_only_warns_about_unknown_flags():
+    shipped = {k: v for k, v in FLAGSET.items() if k != "image_id"}
+    found = _vllm_flags.problems({"max-model-lenght": 1, "some-flag-of-a-newer-vllm": 1}, shipped, strict=False)
+    fatal = {f["message"].split()[0]: f["fatal"] for f in found}
+    assert fatal == {"--max-model-lenght": True, "--some-flag-of-a-newer-vllm": False}
+    assert all("shipped with the collection (the image is not on the head yet)" in f["message"] for f in found)
+
+
+def test_the_shipped_list_knows_every_flag_of_both_recipes_and_what_the_role_adds():
+    import yaml
+    for name in ("text", "vision"):
+        recipe = yaml.safe_load((ROOT / f"roles/serve/vars/recipes/minimax-m3-{name}.yml").read_text())
+        args = dict(recipe["args"], **{"served-model-name": "m", "host": "0.0.0.0", "port": 8000,
+                                       "distributed-executor-backend": "mp", "nnodes": 2, "node-rank": 1,
+                                       "master-addr": "10.0.0.1", "master-port": 29500, "headless": True})
+        assert _vllm_flags.problems(args, SHIPPED) == [], name
+
+
+def test_parse_dump_takes_the_marked_line():
+    out = "some warning\n" + _vllm_flags.MARK + json.dumps({"version": "1", "flags": ["a"], "json_keys": {}}) + "\n"
+    assert _vllm_flags.parse_dump(out)["flags"] == ["a"]
+    assert _vllm_flags.parse_dump("Traceback ...") is None

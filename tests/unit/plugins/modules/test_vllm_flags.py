@@ -1,0 +1,56 @@
+"""vllm_flags: reads the image's parser once per image ID, then its cache; an absent image is not an error."""
+import json
+
+import pytest
+from readiness_harness import run_module  # noqa: F401  (fixture)
+
+from ansible.module_utils import basic
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
+from ansible_collections.dgxspark.vllm.plugins.modules import vllm_flags
+
+ID = "sha256:" + "cd" * 32
+DUMP = _vllm_flags.MARK + json.dumps({"version": "0.32.0", "flags": ["max-model-len"], "json_keys": {}})
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    calls = []
+    state = {"present": True, "dump": DUMP}
+
+    def run_command(self, args, **kwargs):
+        calls.append(args)
+        if "inspect" in args:
+            return (0, ID + "\n", "") if state["present"] else (1, "", "Error: No such image")
+        if "run" in args:
+            return (0, "W warning\n" + state["dump"] + "\n", "") if state["dump"] else (1, "", "python3: not found")
+        raise AssertionError(args)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    return calls, state
+
+
+def test_reads_the_image_once_then_its_cache(run_module, cli, tmp_path):
+    calls, _ = cli
+    args = {"image": "img:latest", "cache_dir": str(tmp_path)}
+    first = run_module(vllm_flags.main, args).result
+    assert first["found"] and not first["cached"] and not first["changed"]
+    assert first["flagset"]["image_id"] == ID and first["flagset"]["flags"] == ["max-model-len"]
+    run = [c for c in calls if "run" in c][0]
+    assert run[run.index("--network") + 1] == "none" and ID.split(":")[1] in run
+    again = run_module(vllm_flags.main, args).result
+    assert again["cached"] and again["flagset"] == first["flagset"]
+    assert len([c for c in calls if "run" in c]) == 1
+
+
+def test_check_mode_reads_but_keeps_no_cache(run_module, cli, tmp_path):
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path), "_ansible_check_mode": True}).result
+    assert out["found"] and list(tmp_path.iterdir()) == []
+
+
+def test_an_absent_image_or_one_without_vllm_is_not_found_with_the_reason(run_module, cli, tmp_path):
+    _, state = cli
+    state["present"] = False
+    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "cache_dir": str(tmp_path)}).result
+    assert not out["found"] and "container dgxspark-ray is not on this node" in out["reason"]
+    state.update(present=True, dump="")
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)}).result
+    assert not out["found"] and "could not be read" in out["reason"] and "python3: not found" in out["reason"]
