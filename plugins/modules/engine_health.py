@@ -82,7 +82,9 @@ log:
   returned: failure
   type: str
 exited_ago:
-  description: Seconds between the engine's exit and the wait noticing it (null when systemd has already restarted it).
+  description:
+    - Seconds between the engine's exit and the wait noticing it (systemd's exit timestamp; once systemd has
+      restarted the unit, the old engine's last journal line instead). Null when neither is known.
   returned: failure
   type: float
 reason:
@@ -92,6 +94,7 @@ reason:
   sample: "ValueError: Unknown attention backend: 'B12X'."
 """
 
+import json
 import re
 import time
 
@@ -117,6 +120,18 @@ class Engine:
         _rc, out, _err = self.module.run_command([self.journalctl, "-u", self.unit, "-n", "0", "--show-cursor",
                                                   "--no-pager"])
         return out.strip().rsplit("cursor:", 1)[-1].strip() if "cursor:" in out else ""
+
+    def last_entry_at(self, invocation):
+        """Wall-clock time (s) of the invocation's last journal entry, or None: once systemd has restarted
+        the unit, its exit timestamp is gone, and the old engine's last line is when it went quiet."""
+        if not invocation:
+            return None
+        _rc, out, _err = self.module.run_command([self.journalctl, "--no-pager", "-o", "json", "-n", "1",
+                                                  "_SYSTEMD_INVOCATION_ID=" + invocation])
+        try:
+            return int(json.loads(out.strip().splitlines()[-1])["__REALTIME_TIMESTAMP"]) / 1e6
+        except (ValueError, KeyError, IndexError):
+            return None
 
     def log(self, invocation, lines):
         argv = [self.journalctl, "--no-pager", "-o", "cat", "-n", str(lines)]
@@ -196,6 +211,9 @@ def main():
             log = "\n".join(full.splitlines()[-p["log_lines"]:])
             cause = reason(full)
             ago = exited_ago(now)
+            if ago is None:
+                last = engine.last_entry_at(start.get("InvocationID"))
+                ago = None if last is None else round(max(0.0, time.time() - last), 1)
             module.fail_json(
                 msg="vLLM (%s) died %.0f s into the wait for %s: %s, exit status %s%s.%s Its last %d log lines:\n%s"
                     % (p["unit"], elapsed, p["url"], why, now.get("ExecMainStatus", "?"),

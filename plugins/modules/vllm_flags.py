@@ -20,10 +20,10 @@ description:
   - Changes nothing on the node but its own cache file, and never reports a change.
 options:
   image:
-    description: Image reference or ID. One of O(image) and O(container) is required.
+    description: Image reference or ID (read when O(container) is not given or does not exist). One of the two is required.
     type: str
   container:
-    description: A container whose image is to be read (the Ray container the engine runs in).
+    description: A container whose image is to be read (the Ray container the engine runs in), tried first.
     type: str
   container_cli:
     description: The container CLI (C(docker), or C(podman)).
@@ -101,16 +101,18 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
 
 
 def image_id(module, cli, image, container):
-    if container:
-        rc, out, err = module.run_command([cli, "inspect", "--format", "{{.Image}}", container])
-        what = "container " + container
-    else:
-        rc, out, err = module.run_command([cli, "image", "inspect", "--format", "{{.Id}}", image])
-        what = "image " + image
-    if rc != 0 or not out.strip():
-        return None, "%s is not on this node (%s)" % (what, (err or out).strip()[-300:])
-    ident = out.strip().splitlines()[0]
-    return (ident if ident.startswith("sha256:") else "sha256:" + ident), None
+    """The ID of the container's image when that container exists, else of the image; or the reason."""
+    reasons = []
+    for what, argv in ((container and "container " + container, [cli, "inspect", "--format", "{{.Image}}", container]),
+                       (image and "image " + image, [cli, "image", "inspect", "--format", "{{.Id}}", image])):
+        if not what:
+            continue
+        rc, out, err = module.run_command(argv)
+        if rc == 0 and out.strip():
+            ident = out.strip().splitlines()[0]
+            return (ident if ident.startswith("sha256:") else "sha256:" + ident), None
+        reasons.append("%s is not on this node (%s)" % (what, (err or out).strip()[-300:]))
+    return None, "; ".join(reasons)
 
 
 def main():
@@ -123,7 +125,6 @@ def main():
             timeout=dict(type="int", default=300),
         ),
         required_one_of=[("image", "container")],
-        mutually_exclusive=[("image", "container")],
         supports_check_mode=True,
     )
     p = module.params

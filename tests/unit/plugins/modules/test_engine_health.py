@@ -11,6 +11,7 @@ class FakeEngine:
 
     def __init__(self, states, cursors=None):
         self.states, self.cursors, self.polls = states, cursors, 0
+        self.last_entry = ""
         self.log_queries = []
 
     def state(self):
@@ -21,6 +22,8 @@ class FakeEngine:
             s = self.state()
             self.polls += 1
             return 0, "".join("%s=%s\n" % kv for kv in s.items() if kv[0] != "healthy"), ""
+        if "json" in args:
+            return 0, self.last_entry, ""
         if "--show-cursor" in args:
             cursor = self.cursors[min(self.polls, len(self.cursors) - 1)] if self.cursors else "c%d" % self.polls
             return 0, "-- cursor: %s\n" % cursor, ""
@@ -71,6 +74,14 @@ def test_the_failure_says_how_long_after_the_exit_it_was_noticed(run_module, eng
     out = run_module(engine_health.main, ARGS)
     assert out.failed and out.result["exited_ago"] == 3.5
     assert "(noticed 4 s after the exit)" in out.result["msg"] or "(noticed 3 s after the exit)" in out.result["msg"]
+
+
+def test_after_a_restart_the_old_engines_last_line_dates_the_exit(run_module, engine, monkeypatch):
+    monkeypatch.setattr(engine_health.time, "time", lambda: 2000.0)
+    fake = engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
+    fake.last_entry = '{"MESSAGE": "bye", "__REALTIME_TIMESTAMP": "1988000000"}\n'
+    out = run_module(engine_health.main, ARGS)
+    assert out.failed and out.result["exited_ago"] == 12.0 and "(noticed 12 s after the exit)" in out.result["msg"]
 
 
 def test_a_new_invocation_counts_as_a_death(run_module, engine):

@@ -54,3 +54,18 @@ def test_an_absent_image_or_one_without_vllm_is_not_found_with_the_reason(run_mo
     state.update(present=True, dump="")
     out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)}).result
     assert not out["found"] and "could not be read" in out["reason"] and "python3: not found" in out["reason"]
+
+
+def test_the_container_is_tried_first_then_the_image(run_module, cli, tmp_path, monkeypatch):
+    calls, _ = cli
+    real = basic.AnsibleModule.run_command
+
+    def no_container(self, args, **kwargs):
+        if args[1] == "inspect":
+            calls.append(args)
+            return 1, "", "Error: no such container dgxspark-ray"
+        return real(self, args, **kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", no_container)
+    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)}).result
+    assert out["found"] and out["image_id"] == ID
+    assert [c[1] for c in calls if "inspect" in c][:2] == ["inspect", "image"]
