@@ -12,6 +12,8 @@ Unloaded, every state reads idle (208 MHz, P8, ~4.5 W). Loaded:
   idle       the load does not reach the GPU: idle values
   throttled  480-860 MHz, moving, HW Slowdown + HW Thermal Slowdown active
   wedged     611 MHz exactly, ~10 W, 95% util, no reason (the seed's power wedge)
+  spinning   loaded or not: ~96% util at ~15 W, clock moving, no reason (a rank spinning in a
+             collective the other rank never joined: RECIPE.md's NCCL-deadlock caveat)
 Values the GB10 does not report read [N/A] (memory.used, power.limit, clocks.max.memory).
 """
 import glob
@@ -58,6 +60,8 @@ def loaded():
 def reading():
     """The GPU's values now: (sm clock MHz, power W, util %, pstate, temperature C, active reasons)."""
     state = gpu_state()
+    if state == "spinning":
+        return random.randrange(1960, 2100), round(random.uniform(14.2, 15.8), 2), random.choice([95, 96, 97]), "P0", 45, []
     if not loaded() or state == "idle":
         return 208, round(random.uniform(4.3, 4.7), 2), 0, "P8", 38, ["Idle"]
     if state == "wedged":

@@ -1,13 +1,15 @@
-"""gpu_health on a simulated pair: each stand-in GPU state ends as the role promises.
+"""gpu_health and gpu_watch on a simulated pair: each stand-in GPU state ends as the roles promise.
 
-Every test switches the worker's stand-in GPU (its /etc/dgxspark-sim/scenario.json) and runs the
-role again with ansible-playbook against the scenario inventory; the worker is put back to healthy after.
+Every gpu_health test switches the worker's stand-in GPU (its /etc/dgxspark-sim/scenario.json) and runs
+the role again with ansible-playbook against the scenario inventory; the GPU is put back to healthy after.
+The gpu_watch tests change the stand-in GPU under the running watch and wait for its finding.
 """
 
 import json
 import os
 import pathlib
 import subprocess
+import time
 
 import pytest
 import testinfra
@@ -36,10 +38,16 @@ def fixture_worker_gpu():
     set_gpu(WORKER, "healthy")
 
 
-def playbook(*args):
+@pytest.fixture(name="head_gpu")
+def fixture_head_gpu():
+    yield lambda state: set_gpu(HEAD, state)
+    set_gpu(HEAD, "healthy")
+
+
+def playbook(*args, playbook_file=None):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(PROJECT / ".collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", PY_COLORS="0")
-    out = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml"), *args],
+    out = subprocess.run(["ansible-playbook", "-i", INVENTORY, playbook_file or str(SCENARIO / "converge.yml"), *args],
                          capture_output=True, text=True, check=False, env=env, cwd=PROJECT)
     # Wrapped lines of the yaml callback joined back, so messages can be searched whole.
     return out.returncode, " ".join((out.stdout + out.stderr).split())
@@ -102,3 +110,75 @@ def test_no_load_while_serving_runs(worker_gpu):
     assert rc == 0, out
     assert f"dgxspark-vllm running on {WORKER}: no load is started" in out
     assert f"{WORKER} GPU 0 NVIDIA GB10: idle" in out
+
+
+WATCH_STATE = "/var/lib/dgxspark-vllm/gpu-watch/state.json"
+WATCH_PROM = "/var/lib/dgxspark-vllm/gpu-watch/dgxspark_gpu_watch.prom"
+
+
+def watch_state(name):
+    return json.loads(node(name).check_output("sudo cat " + WATCH_STATE))
+
+
+def wait_for_finding(name, finding, timeout=90):
+    """Seconds until the node's watch reports the finding (the converge set 2 s samples, 6 s windows)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        state = watch_state(name)
+        if any(f["finding"] == finding for f in state["findings"]):
+            return time.monotonic() - started, state
+        time.sleep(1)
+    raise AssertionError(f"no {finding} finding on {name} within {timeout} s: {state}")
+
+
+def diagnose(tmp_path):
+    return playbook("-e", f"diagnose_report_dir={tmp_path}", playbook_file=str(PROJECT / "playbooks" / "diagnose.yml"))
+
+
+def test_the_watch_runs_on_every_node_and_exports_its_figures():
+    for name in (HEAD, WORKER):
+        host = node(name)
+        assert host.service("dgxspark-gpu-watch").is_running and host.service("dgxspark-gpu-watch").is_enabled
+        state = watch_state(name)
+        assert state["node"] == name and state["findings"] == [] and state["gpus"]["0"]["name"] == "NVIDIA GB10"
+        prom = host.check_output("sudo cat " + WATCH_PROM)
+        assert f'dgxspark_gpu_wedged{{gpu="0",model_name="minimax-m3",node="{name}"}} 0' in prom, prom
+        assert f'dgxspark_gpu_sm_clock_mhz{{gpu="0",model_name="minimax-m3",node="{name}"}} 208' in prom, prom
+
+
+def test_a_wedge_appearing_under_load_is_caught_by_the_watch_and_named_by_diagnose(worker_gpu, tmp_path):
+    host = node(WORKER)
+    host.check_output("sudo sh -c 'nohup gpu-burn-standin 120 >/dev/null 2>&1 &'")
+    try:
+        worker_gpu("wedged")
+        seconds, state = wait_for_finding(WORKER, "wedged")
+        print(f"wedge visible {seconds:.1f} s after the stand-in GPU wedged (modelled GPU, 2 s samples, 6 s window)")
+        assert "pinned at 611 MHz" in state["findings"][0]["why"]
+        assert "GPU 0 wedged: SM clock pinned at 611 MHz" in host.check_output(
+            "sudo journalctl -u dgxspark-gpu-watch -p err --no-pager -o cat")
+        prom = host.check_output("sudo cat " + WATCH_PROM)
+        assert f'dgxspark_gpu_wedged{{gpu="0",model_name="minimax-m3",node="{WORKER}"}} 1' in prom, prom
+        assert watch_state(HEAD)["findings"] == []
+        rc, out = diagnose(tmp_path)
+        assert rc == 0, out
+        assert f"Wedged GPU clock on {WORKER} (GPU 0): SM clock pinned at 611 MHz" in out, out
+        assert "Only a full AC power-cycle clears it" in out and f"Wedged GPU clock on {HEAD}" not in out
+        report = json.loads(next(tmp_path.glob("diagnose-*.json")).read_text())
+        assert report["findings"] and WORKER in report["findings"][0]
+    finally:
+        host.run("sudo pkill -f gpu-burn-standin")
+    worker_gpu("healthy")
+    deadline = time.monotonic() + 60
+    while watch_state(WORKER)["findings"] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert watch_state(WORKER)["findings"] == [], "the finding was not cleared when the GPU recovered"
+
+
+def test_a_rank_spinning_while_the_other_node_idles_is_named_a_stuck_collective(head_gpu, tmp_path):
+    head_gpu("spinning")
+    seconds, state = wait_for_finding(HEAD, "busy_low_power")
+    print(f"busy at low power visible after {seconds:.1f} s (modelled GPU, 2 s samples, 6 s window)")
+    assert "wedged" not in [f["finding"] for f in state["findings"]]
+    rc, out = diagnose(tmp_path)
+    assert rc == 0, out
+    assert f"Stuck collective: {HEAD} GPU 0 busy (" in out and f"while {WORKER} is idle" in out, out

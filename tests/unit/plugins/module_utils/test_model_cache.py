@@ -69,5 +69,6 @@ def test_differences_name_missing_extra_and_changed(tmp_path):
 
 
 def test_free_bytes_walks_up_to_an_existing_folder(tmp_path):
-    assert mc.free_bytes(str(tmp_path / "not" / "yet" / "there")) == mc.free_bytes(str(tmp_path))
+    # The same file system (other writers on the machine may move its free bytes a little in between).
+    assert abs(mc.free_bytes(str(tmp_path / "not" / "yet" / "there")) - mc.free_bytes(str(tmp_path))) < 2 ** 30
     assert mc.free_bytes(str(tmp_path)) > 0
