@@ -163,8 +163,8 @@ class Window:
         series = self.samples.get(index, [])
         if not series or series[0][0] > now - seconds:
             return None
-        start = max(i for i, (t, _) in enumerate(series) if t <= now - seconds)
-        return [s for _, s in series[start:]]
+        start = max(i for i, entry in enumerate(series) if entry[0] <= now - seconds)
+        return [entry[1] for entry in series[start:]]
 
     def judge(self, now):
         """Per GPU: the last sample's figures, the window's class and the findings (with their age).

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """dgxspark GPU watch: samples every GPU of this node while it serves and flags the field report's
 silent failures (a wedged clock, a rank stuck in a collective). Installed and configured by the
 dgxspark.vllm.gpu_watch role; the judgement is _gpu_watch.py next to this file.
