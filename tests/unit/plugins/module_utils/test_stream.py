@@ -26,12 +26,15 @@ def test_every_byte_arrives_and_is_counted(mode):
     assert error == "" and sent == SIZE and output.strip() == str(SIZE)
 
 
-def test_a_sink_that_stops_reading_is_reported_and_the_producer_stopped(mode):
-    out = _stream.relay([("save", ["head", "-c", str(SIZE * 20), "/dev/zero"])],
+def test_a_sink_that_stops_reading_is_reported_and_the_producer_stopped(mode, tmp_path):
+    # An endless producer: relay returns only if it stops it; its pid file shows it is gone after.
+    pid_file = tmp_path / "pid"
+    out = _stream.relay([("save", ["sh", "-c", f"echo $$ > {pid_file}; exec cat /dev/zero"])],
                         [("load", ["sh", "-c", "head -c 1000 >/dev/null; exit 3"])])
     sent, _seconds, error, _output = out["load"]
-    assert sent < SIZE * 20
     assert "load exited 3" in error
+    assert sent < SIZE * 20
+    assert not os.path.exists("/proc/%s" % pid_file.read_text().strip()), "the producer still runs"
 
 
 def test_a_failing_producer_is_named(mode):

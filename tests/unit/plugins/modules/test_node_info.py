@@ -47,7 +47,10 @@ def test_reads_gpu_and_ports(run_module, commands):
     assert info["fabric"]["exists"] and info["fabric"]["mtu"] > 0
     assert info["errors"] == []
     assert info["mem_total_bytes"] > 0
-    assert all(c[1:2] != ["set-default"] for c in calls)
+    # Reads only: every command it ran is one of the three readers, and none with a verb that writes.
+    assert {c[0].rsplit("/", 1)[-1] for c in calls} <= {"nvidia-smi", "ibdev2netdev", "ip"}, calls
+    assert not [c for c in calls if {"set", "add", "del", "delete", "flush", "change", "replace"} & set(c)], calls
+    assert len(calls) >= 3
 
 
 def test_missing_commands_are_reported(run_module, commands):
