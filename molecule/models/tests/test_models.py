@@ -62,11 +62,12 @@ def test_damaged_worker_copy_is_found_and_repaired():
     model = MODELS[1]
     weights = worker.check_output(f"readlink -f {folder(model)}/snapshots/*/model-00001-of-00001.safetensors")
     worker.run(f"truncate -s 100 {weights}")
+    head = node("spark-head")
+    cmd = f"cd {folder(model)} && find -L snapshots -type f | sort | xargs sha256sum"
+    assert worker.check_output(cmd) != head.check_output(cmd), "the damage did not happen"
     rc, out = converge()
     assert rc == 0, out
     assert "Models | copy from the head over the fabric" in out
-    head = node("spark-head")
-    cmd = f"cd {folder(model)} && find -L snapshots -type f | sort | xargs sha256sum"
     assert worker.check_output(cmd) == head.check_output(cmd)
 
 
