@@ -35,10 +35,12 @@ def converge(*extra):
 
 @pytest.mark.parametrize("name", NODES)
 @pytest.mark.parametrize("model", MODELS)
-def test_model_is_complete_and_loadable_offline(name, model):
+def test_model_is_complete_and_resolves_offline_as_the_hub_cache_does(name, model):
+    # Offline (HF_HUB_OFFLINE=1) the hub library resolves refs/main to a snapshot and reads from there.
     host = node(name)
-    found = host.run(f"ls {folder(model)}/snapshots/*/config.json")
-    assert found.rc == 0, f"{model} has no snapshot on {name}"
+    revision = host.file(f"{folder(model)}/refs/main").content_string.strip()
+    assert revision, f"{model} has no refs/main on {name}"
+    assert host.file(f"{folder(model)}/snapshots/{revision}/config.json").exists, f"refs/main -> {revision} has no config.json"
     sealed = marker(host, model)
     assert sealed["model"] == model and sealed["file_count"] >= 4
     assert host.file(folder(model)).user == "spark"
