@@ -445,7 +445,8 @@ def run(module):
                 fallback.append(r)
                 continue
             r["status"] = "failed"
-            r["message"] = error or "load finished but the ID there is %s" % (r["id"] or "absent")
+            r["message"] = error or "load finished but the ID there is %s, not the head's %s" % (
+                r["id"] or "absent", head_id)
         pending, fallback = fallback, []
 
     def line(r):

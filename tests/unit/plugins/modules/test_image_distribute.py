@@ -32,6 +32,8 @@ elif args[0] == "save":
     with open(state.parent / "saves", "a") as f:
         f.write("save\n")
     data = b"x" * PAYLOAD + image.read_text().encode()
+    if os.environ.get("FAKE_OTHER_ID"):  # the tag moved to another image between the probe and the save
+        data = b"x" * PAYLOAD + b"b" * 64
     if os.environ.get("FAKE_CUT"):  # the link drops halfway
         sys.stdout.buffer.write(data[: PAYLOAD // 2])
         sys.exit(1)
@@ -176,6 +178,15 @@ def test_cut_stream_leaves_no_image_and_the_next_run_converges(cluster, capsys, 
     monkeypatch.delenv("FAKE_CUT")
     again = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
     assert by_name(again)["w1"]["status"] == "transferred" and cluster.worker_id("w1") == HEAD_ID
+
+
+def test_a_load_that_registers_another_id_is_never_accepted(cluster, capsys, monkeypatch):
+    # The stand-in's load takes the stream whole, so only the module's own ID check stands in the way.
+    monkeypatch.setenv("FAKE_OTHER_ID", "1")
+    res = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    assert cluster.worker_id("w1") == "b" * 64, "the stand-in did not load the other image"
+    assert res["failed"] and by_name(res)["w1"]["status"] != "transferred", res
+    assert "w1" in res["msg"] and HEAD_ID[:12] in res["msg"], res["msg"]
 
 
 @pytest.mark.skipif(not shutil.which("zstd"), reason="zstd not installed")
