@@ -72,9 +72,20 @@ def test_chat_with_an_image_arrives_whole():
     sc.chat_with_image(sc.node(HEAD), URL, KEY, "minimax-m3")
 
 
-def test_metrics_are_exported():
-    status, text = sc.api(sc.node(HEAD), URL + "/metrics")
-    assert status == 200 and "vllm:request_success_total" in text
+def _successes(text):
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total"))
+
+
+def test_metrics_are_exported_and_count_the_requests_served():
+    # The counter moves with a request sent through the served port: /metrics is the live engine's.
+    head = sc.node(HEAD)
+    status, before = sc.api(head, URL + "/metrics")
+    assert status == 200 and "vllm:request_success_total" in before
+    body = {"model": "minimax-m3", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    assert sc.api(head, URL + "/v1/chat/completions", KEY, body)[0] == 200
+    after = sc.api(head, URL + "/metrics")[1]
+    assert _successes(after) == _successes(before) + 1, (before, after)
 
 
 def test_listeners_stay_on_the_configured_addresses():
