@@ -2,29 +2,21 @@
 import hashlib
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
 
-FIXTURE = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "triton-cache-h200-triton3.6.tgz"
 FIXTURE_KERNELS = {"add_kernel", "softmax_kernel", "triton_poi_fused_add_gelu_mul_sin_0"}
 
 
 @pytest.fixture()
-def cache(tmp_path):
+def cache(triton_home):
     """The real cache as ~/.triton holds it: cache/<hash>/..."""
-    with tarfile.open(FIXTURE) as tar:
-        tar.extractall(tmp_path, filter="data")
-    root = tmp_path / "triton"
-    root.mkdir()
-    (tmp_path / "tc").rename(root / "cache")
-    return root
+    return triton_home
 
 
 def files_of(root):
@@ -130,7 +122,7 @@ def test_remove_drops_files_and_dirs_left_empty(cache):
 
 def test_bootstrap_runs_the_shipped_code_in_a_fresh_python(cache):
     """The destination side: stock python3, the code and the request on stdin."""
-    payload = json.dumps({"code": mf.source_text(), "action": "manifest", "path": "~/triton", "hash": True})
+    payload = json.dumps({"code": mf.source_text(), "action": "manifest", "path": "~/" + cache.name, "hash": True})
     out = subprocess.run([sys.executable, "-c", mf.BOOTSTRAP, str(cache.parent)], input=payload,
                          capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]})
     remote = json.loads(out.stdout)

@@ -7,24 +7,6 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _model_cache as mc
 
 
-def make_model(cache, model="Org/Tiny", files=None, rev="abc123"):
-    """A hub-cache model the way huggingface_hub lays it out: blobs, and snapshot links to them."""
-    path = mc.model_dir(str(cache), model)
-    files = files or {"config.json": b'{"a": 1}', "model.safetensors": b"\x00" * 1000}
-    os.makedirs(os.path.join(path, "refs"))
-    with open(os.path.join(path, "refs", "main"), "w") as handle:
-        handle.write(rev)
-    snap = os.path.join(path, "snapshots", rev)
-    os.makedirs(snap)
-    os.makedirs(os.path.join(path, "blobs"))
-    for name, data in files.items():
-        blob = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(path, "blobs", blob), "wb") as handle:
-            handle.write(data)
-        os.symlink(os.path.join("..", "..", "blobs", blob), os.path.join(snap, name))
-    return path
-
-
 def test_model_dir_naming_and_bad_ids(tmp_path):
     assert mc.model_dir("/c", "Sebesky/MiniMax-M3-W4A16-GPTQ") == "/c/models--Sebesky--MiniMax-M3-W4A16-GPTQ"
     for bad in ("noslash", "a/b/c", "../x", "a/..", ""):
@@ -32,7 +14,7 @@ def test_model_dir_naming_and_bad_ids(tmp_path):
             mc.model_dir("/c", bad)
 
 
-def test_manifest_follows_snapshot_links_and_reads_revision(tmp_path):
+def test_manifest_follows_snapshot_links_and_reads_revision(tmp_path, make_model):
     path = make_model(tmp_path)
     found = mc.manifest(path, "Org/Tiny")
     assert found["revision"] == "abc123"
@@ -44,7 +26,7 @@ def test_manifest_follows_snapshot_links_and_reads_revision(tmp_path):
     assert mc.disk_usage(path) == 1000 + 8 + 6
 
 
-def test_stale_and_marker_round_trip(tmp_path):
+def test_stale_and_marker_round_trip(tmp_path, make_model):
     path = make_model(tmp_path)
     sealed = mc.manifest(path, "Org/Tiny")
     assert mc.read_marker(path) is None
@@ -58,7 +40,7 @@ def test_stale_and_marker_round_trip(tmp_path):
     assert mc.stale_files(path, sealed) == ["snapshots/abc123/model.safetensors"]
 
 
-def test_differences_name_missing_extra_and_changed(tmp_path):
+def test_differences_name_missing_extra_and_changed(tmp_path, make_model):
     source = mc.manifest(make_model(tmp_path / "a"), "Org/Tiny")
     copy = mc.manifest(make_model(tmp_path / "b", files={"config.json": b'{"a": 2}', "extra.txt": b"x"}), "Org/Tiny")
     diff = mc.differences(copy, source)

@@ -1,6 +1,5 @@
 """default_target: set-default and isolate only when needed; check mode and diff tell the truth."""
 import pytest
-from readiness_harness import run_module  # noqa: F401  (fixture)
 
 from ansible.module_utils import basic
 from ansible_collections.dgxspark.vllm.plugins.modules import default_target

@@ -1,6 +1,5 @@
 """engine_health: healthy ends the wait; a dead or restarted engine fails at once with its log; a stall fails."""
 import pytest
-from readiness_harness import run_module  # noqa: F401  (fixture)
 
 from ansible.module_utils import basic
 from ansible_collections.dgxspark.vllm.plugins.modules import engine_health

@@ -4,7 +4,6 @@ import pathlib
 import sys
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.vllm.plugins.modules import gpu_clock_diagnosis
 
@@ -38,7 +37,6 @@ else:
 '''
 
 
-from module_exit import Exit, no_exit  # noqa: F401  pylint: disable=unused-import  (autouse fixture)
 
 
 @pytest.fixture(name="gpu")
@@ -58,17 +56,15 @@ def fixture_gpu(tmp_path):
     return make
 
 
-def run(check=False, **args):
-    with patch_module_args(dict(args, _ansible_check_mode=check)):
-        with pytest.raises(Exit) as info:
-            gpu_clock_diagnosis.main()
-    return info.value
+@pytest.fixture(name="run")
+def fixture_run(run_module):
+    return lambda check=False, **args: run_module(gpu_clock_diagnosis.main, args, check_mode=check)
 
 
 @pytest.mark.parametrize("state, expected, clock", [
     ("healthy", "healthy", 2405), ("throttled", "throttled", 612), ("wedged", "wedged", 611),
 ])
-def test_classifies_the_gpu_under_the_load_and_stops_the_load(gpu, state, expected, clock):
+def test_classifies_the_gpu_under_the_load_and_stops_the_load(gpu, state, expected, clock, run):
     out = run(**gpu(state))
     assert not out.failed, out.result["msg"]
     (verdict,) = out.result["gpus"]
@@ -80,30 +76,30 @@ def test_classifies_the_gpu_under_the_load_and_stops_the_load(gpu, state, expect
     assert out.result["summary"][0].startswith(f"GPU 0 NVIDIA GB10: {expected}, SM {clock} MHz")
 
 
-def test_wedged_reports_the_figures(gpu):
+def test_wedged_reports_the_figures(gpu, run):
     verdict = run(check=True, **gpu("wedged")).result["gpus"][0]
     assert (verdict["sm_clock_min_mhz"], verdict["sm_clock_max_mhz"]) == (611, 611)
     assert verdict["utilization_pct"] == 95 and verdict["power_w"] < 11 and verdict["reasons"] == []
 
 
-def test_without_a_load_an_idle_gpu_is_idle(gpu):
+def test_without_a_load_an_idle_gpu_is_idle(gpu, run):
     out = run(**gpu("wedged", load=False))
     assert out.result["gpus"][0]["state"] == "idle" and out.result["load"]["ran"] is False
 
 
-def test_a_load_that_never_reaches_the_gpu_leaves_it_idle(gpu):
+def test_a_load_that_never_reaches_the_gpu_leaves_it_idle(gpu, run):
     out = run(**gpu("idle", load_ready_timeout=0.5))
     assert not out.failed and out.result["gpus"][0]["state"] == "idle"
 
 
-def test_a_failing_load_fails_with_its_output(gpu):
+def test_a_failing_load_fails_with_its_output(gpu, run):
     args = gpu("healthy")
     args["load_command"] = ["sh", "-c", "echo no such image >&2; exit 3"]
     out = run(**args)
     assert out.failed and "rc 3" in out.result["msg"] and "no such image" in out.result["msg"]
 
 
-def test_a_load_too_short_to_sample_fails(gpu):
+def test_a_load_too_short_to_sample_fails(gpu, run):
     # The load ends as soon as the GPU has been seen busy once (no race with a sleep on a slow machine).
     seen = gpu.marker.parent / "seen"
     args = gpu("healthy", interval=1.0)
@@ -112,17 +108,17 @@ def test_a_load_too_short_to_sample_fails(gpu):
     assert out.failed and "longer" in out.result["msg"]
 
 
-def test_missing_nvidia_smi_fails_clearly(gpu, tmp_path):
+def test_missing_nvidia_smi_fails_clearly(gpu, tmp_path, run):
     out = run(**gpu("healthy", nvidia_smi=str(tmp_path / "absent")))
     assert out.failed and "not found" in out.result["msg"] and "NVIDIA driver" in out.result["msg"]
 
 
-def test_one_sample_is_refused(gpu):
+def test_one_sample_is_refused(gpu, run):
     out = run(**gpu("healthy", samples=1))
     assert out.failed and "at least 2" in out.result["msg"]
 
 
-def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu):
+def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu, run):
     out = run(**gpu("load", gpu_model="h200"))
     assert not out.failed, out.result["msg"]
     (verdict,) = out.result["gpus"]
@@ -131,6 +127,6 @@ def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu):
     assert verdict["raw"][0]["power.limit"] == 700.0
 
 
-def test_real_h200_outputs_without_load_read_idle(gpu):
+def test_real_h200_outputs_without_load_read_idle(gpu, run):
     out = run(**gpu("load", load=False, gpu_model="h200"))
     assert out.result["gpus"][0]["state"] == "idle" and out.result["gpus"][0]["sm_clock_mhz"] == 345

@@ -12,7 +12,6 @@ import stat
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.dgxspark.vllm.plugins.modules import image_distribute as mod
 
 PAYLOAD = 3_000_000
@@ -85,13 +84,9 @@ def cluster(tmp_path, monkeypatch):
     return Cluster()
 
 
-def run_module(args, capsys, check=False):
-    if check:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            mod.main()
-    return json.loads(capsys.readouterr().out)
+@pytest.fixture(name="distribute")
+def fixture_distribute(run_module):
+    return lambda args, check=False: run_module(mod.main, args, check_mode=check)
 
 
 def by_name(result):
@@ -115,45 +110,45 @@ def test_ids_compare_without_the_digest_prefix():
     assert mod.normalize_id("sha256:abc\n") == mod.normalize_id("abc")
 
 
-def test_streams_to_workers_that_lack_the_image_then_does_nothing(cluster, capsys):
-    res = run_module(cluster.args(), capsys)
+def test_streams_to_workers_that_lack_the_image_then_does_nothing(cluster, distribute):
+    res = distribute(cluster.args())
     assert res["changed"] and not res.get("failed"), res
     assert cluster.worker_id("w1") == cluster.worker_id("w2") == HEAD_ID
     assert {w["status"] for w in res["workers"]} == {"transferred"}
     assert all(w["bytes"] == PAYLOAD + 64 for w in res["workers"])
-    again = run_module(cluster.args(), capsys)
+    again = distribute(cluster.args())
     assert not again["changed"] and {w["status"] for w in again["workers"]} == {"present"}
 
 
-def test_the_new_id_comes_back_in_the_load_session(cluster, capsys, monkeypatch):
+def test_the_new_id_comes_back_in_the_load_session(cluster, monkeypatch, distribute):
     probed = []
     real = mod.Distributor.probe
     monkeypatch.setattr(mod.Distributor, "probe", lambda self, w: probed.append(w["name"]) or real(self, w))
-    res = run_module(cluster.args(), capsys)
+    res = distribute(cluster.args())
     assert [by_name(res)[n]["id"] for n in ("w1", "w2")] == [HEAD_ID, HEAD_ID]
     assert sorted(probed) == ["w1", "w2"]  # one probe each before the transfer, none after
 
 
 @pytest.mark.parametrize("parallel, saves", [(4, 1), (1, 2)])
-def test_workers_that_receive_at_once_share_one_save(cluster, capsys, parallel, saves):
-    res = run_module(cluster.args(parallel=parallel), capsys)
+def test_workers_that_receive_at_once_share_one_save(cluster, parallel, saves, distribute):
+    res = distribute(cluster.args(parallel=parallel))
     assert {w["status"] for w in res["workers"]} == {"transferred"}
     assert cluster.worker_id("w1") == cluster.worker_id("w2") == HEAD_ID
     assert (cluster.path / "state" / "saves").read_text().count("save") == saves
 
 
-def test_only_the_differing_worker_receives(cluster, capsys):
+def test_only_the_differing_worker_receives(cluster, distribute):
     cluster.set_worker_id("w1", HEAD_ID)
     cluster.set_worker_id("w2", "b" * 64)
-    res = by_name(run_module(cluster.args(), capsys))
+    res = by_name(distribute(cluster.args()))
     assert res["w1"]["status"] == "present" and res["w1"]["bytes"] == 0
     assert res["w2"]["status"] == "transferred" and res["w2"]["previous_id"] == "b" * 64
     assert cluster.worker_id("w2") == HEAD_ID
 
 
-def test_check_mode_lists_receivers_and_changes_nothing(cluster, capsys):
+def test_check_mode_lists_receivers_and_changes_nothing(cluster, distribute):
     cluster.set_worker_id("w1", HEAD_ID)
-    res = run_module(cluster.args(), capsys, check=True)
+    res = distribute(cluster.args(), check=True)
     assert res["changed"]
     assert by_name(res)["w2"]["status"] == "would_receive" and by_name(res)["w1"]["status"] == "present"
     assert "w2: would receive example/serving:latest" in res["msg"]
@@ -161,60 +156,60 @@ def test_check_mode_lists_receivers_and_changes_nothing(cluster, capsys):
     assert "w2: absent" in res["diff"]["before"] and "w2: " + HEAD_ID in res["diff"]["after"]
 
 
-def test_too_little_free_space_fails_before_any_transfer(cluster, capsys):
-    res = run_module(cluster.args(free_space_factor=1e9), capsys)
+def test_too_little_free_space_fails_before_any_transfer(cluster, distribute):
+    res = distribute(cluster.args(free_space_factor=1e9))
     assert res["failed"]
     assert res["msg"].startswith("Nothing was transferred.")
     assert "w1:" in res["msg"] and "free on %s" % cluster.path in res["msg"] and "the image needs" in res["msg"]
     assert cluster.worker_id("w1") is None and cluster.worker_id("w2") is None
 
 
-def test_cut_stream_leaves_no_image_and_the_next_run_converges(cluster, capsys, monkeypatch):
+def test_cut_stream_leaves_no_image_and_the_next_run_converges(cluster, monkeypatch, distribute):
     monkeypatch.setenv("FAKE_CUT", "1")
-    res = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    res = distribute(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     assert res["failed"] and "w1" in res["msg"]
     assert by_name(res)["w1"]["status"] == "failed" and by_name(res)["w1"]["message"]
     assert cluster.worker_id("w1") is None
     monkeypatch.delenv("FAKE_CUT")
-    again = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    again = distribute(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     assert by_name(again)["w1"]["status"] == "transferred" and cluster.worker_id("w1") == HEAD_ID
 
 
-def test_a_load_that_registers_another_id_is_never_accepted(cluster, capsys, monkeypatch):
+def test_a_load_that_registers_another_id_is_never_accepted(cluster, monkeypatch, distribute):
     # The stand-in's load takes the stream whole, so only the module's own ID check stands in the way.
     monkeypatch.setenv("FAKE_OTHER_ID", "1")
-    res = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    res = distribute(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     assert cluster.worker_id("w1") == "b" * 64, "the stand-in did not load the other image"
     assert res["failed"] and by_name(res)["w1"]["status"] != "transferred", res
     assert "w1" in res["msg"] and HEAD_ID[:12] in res["msg"], res["msg"]
 
 
 @pytest.mark.skipif(not shutil.which("zstd"), reason="zstd not installed")
-def test_compressed_stream_sends_fewer_bytes(cluster, capsys):
-    res = run_module(cluster.args(compress=True), capsys)
+def test_compressed_stream_sends_fewer_bytes(cluster, distribute):
+    res = distribute(cluster.args(compress=True))
     assert {w["status"] for w in res["workers"]} == {"transferred"}
     assert all(0 < w["bytes"] < PAYLOAD // 10 for w in res["workers"])
     assert cluster.worker_id("w1") == HEAD_ID
 
 
-def test_unreachable_worker_is_named_with_the_fix(cluster, capsys, monkeypatch):
+def test_unreachable_worker_is_named_with_the_fix(cluster, monkeypatch, distribute):
     monkeypatch.setattr(mod.Distributor, "ssh_cmd",
                         lambda self, w, c: ["sh", "-c", "echo 'Permission denied (publickey).' >&2; exit 255"])
-    res = run_module(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11", "user": "spark"}]), capsys)
+    res = distribute(cluster.args(workers=[{"name": "w1", "host": "10.0.0.11", "user": "spark"}]))
     assert res["failed"]
     assert "w1 (10.0.0.11)" in res["msg"] and "Permission denied" in res["msg"] and "node_trust" in res["msg"]
 
 
-def test_head_without_the_image_fails(cluster, capsys):
+def test_head_without_the_image_fails(cluster, distribute):
     (cluster.path / "state" / "head" / "image").unlink()
-    res = run_module(cluster.args(), capsys)
+    res = distribute(cluster.args())
     assert res["failed"] and "is not on this node" in res["msg"]
 
 
-def test_check_mode_before_the_head_has_the_image_lists_every_worker(cluster, capsys):
+def test_check_mode_before_the_head_has_the_image_lists_every_worker(cluster, distribute):
     (cluster.path / "state" / "head" / "image").unlink()
     cluster.set_worker_id("w1", HEAD_ID)
-    res = run_module(cluster.args(), capsys, check=True)
+    res = distribute(cluster.args(), check=True)
     assert not res.get("failed") and res["changed"]
     # Without the head's ID any worker image may be stale: both would receive.
     assert {w["status"] for w in res["workers"]} == {"would_receive"}
@@ -308,9 +303,9 @@ def layered(cluster):
     return args, image_id
 
 
-def test_a_worker_with_the_base_gets_only_the_top_layer(layered, capsys):
+def test_a_worker_with_the_base_gets_only_the_top_layer(layered, distribute):
     args, image_id = layered
-    res = run_module(args(), capsys)
+    res = distribute(args())
     assert res["changed"] and not res.get("failed"), res
     w = by_name(res)
     assert image_id("w1") == image_id("w2") == "d" * 64
@@ -319,34 +314,34 @@ def test_a_worker_with_the_base_gets_only_the_top_layer(layered, capsys):
     assert w["w1"]["bytes"] < w["w2"]["bytes"] / 3
 
 
-def test_check_mode_counts_the_layers_without_sending(layered, capsys):
+def test_check_mode_counts_the_layers_without_sending(layered, distribute):
     args, image_id = layered
-    res = run_module(args(), capsys, check=True)
+    res = distribute(args(), check=True)
     w = by_name(res)
     assert (w["w1"]["status"], w["w1"]["layers_sent"], w["w1"]["layers_reused"]) == ("would_receive", 1, 3)
     assert image_id("w1") is None
 
 
-def test_an_engine_that_refuses_the_partial_archive_gets_the_whole_one(layered, capsys, monkeypatch):
+def test_an_engine_that_refuses_the_partial_archive_gets_the_whole_one(layered, monkeypatch, distribute):
     args, image_id = layered
     monkeypatch.setenv("FAKE_REFUSE_PARTIAL", "1")
-    res = run_module(args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     w = by_name(res)["w1"]
     assert image_id("w1") == "d" * 64 and w["status"] == "transferred"
     assert w["stream"].startswith("whole: the load refused the archive without the 3 layers") and w["layers_sent"] == 4
     assert "content does not match" in w["stream"]
 
 
-def test_dockers_legacy_layout_is_sent_whole_and_says_so(layered, capsys, monkeypatch):
+def test_dockers_legacy_layout_is_sent_whole_and_says_so(layered, monkeypatch, distribute):
     args, image_id = layered
     monkeypatch.setenv("FAKE_LAYOUT", "legacy")
-    res = run_module(args(workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys)
+    res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     w = by_name(res)["w1"]
     assert image_id("w1") == "d" * 64
     assert w["stream"].startswith("whole: the archive is in Docker's legacy layout") and w["layers_reused"] == 0
 
 
-def test_layers_false_sends_the_whole_image(layered, capsys):
+def test_layers_false_sends_the_whole_image(layered, distribute):
     args, _ = layered
-    w = by_name(run_module(args(layers=False, workers=[{"name": "w1", "host": "10.0.0.11"}]), capsys))["w1"]
+    w = by_name(distribute(args(layers=False, workers=[{"name": "w1", "host": "10.0.0.11"}])))["w1"]
     assert (w["layers_sent"], w["layers_reused"], w["stream"]) == (4, 0, "whole")

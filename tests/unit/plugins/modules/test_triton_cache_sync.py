@@ -4,36 +4,24 @@ import os
 import pathlib
 import re
 import shutil
-import tarfile
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
 from ansible_collections.dgxspark.vllm.plugins.modules import triton_cache_sync
 
-FIXTURE = pathlib.Path(__file__).resolve().parents[3] / "fixtures" / "triton-cache-h200-triton3.6.tgz"
 
 
-from module_exit import Exit, no_exit  # noqa: F401  pylint: disable=unused-import  (autouse fixture)
 
 
-def run(check=False, diff=False, **args):
-    args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
-    with patch_module_args(args):
-        with pytest.raises(Exit) as info:
-            triton_cache_sync.main()
-    return info.value
+@pytest.fixture(name="run")
+def fixture_run(run_module):
+    return lambda check=False, diff=False, **args: run_module(triton_cache_sync.main, args, check_mode=check, diff=diff)
 
 
 @pytest.fixture()
-def head(tmp_path):
-    with tarfile.open(FIXTURE) as tar:
-        tar.extractall(tmp_path, filter="data")
-    root = tmp_path / "head"
-    root.mkdir()
-    (tmp_path / "tc").rename(root / "cache")
-    return root
+def head(triton_home):
+    return triton_home
 
 
 def tree(root):
@@ -49,7 +37,7 @@ def flip_byte_keep_stat(path):
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_cold_sync_then_nothing_to_do(head, tmp_path):
+def test_cold_sync_then_nothing_to_do(head, tmp_path, run):
     worker = tmp_path / "worker"
     first = run(src=str(head), dest=[str(worker)], dest_names=["spark-worker-1"])
     assert not first.failed, first.result["msg"]
@@ -65,7 +53,7 @@ def test_cold_sync_then_nothing_to_do(head, tmp_path):
     assert second.result["digest"] == first.result["digest"]
 
 
-def test_check_mode_reports_and_touches_nothing(head, tmp_path):
+def test_check_mode_reports_and_touches_nothing(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(check=True, diff=True, src=str(head), dest=[str(worker)])
     assert out.result["changed"] and len(out.result["dest"][str(worker)]["sent"]) == 75
@@ -74,7 +62,7 @@ def test_check_mode_reports_and_touches_nothing(head, tmp_path):
     assert diff["before"] == "" and diff["after"].count("\n") == 75
 
 
-def test_flipped_byte_with_same_size_and_mtime_is_found_and_repaired(head, tmp_path):
+def test_flipped_byte_with_same_size_and_mtime_is_found_and_repaired(head, tmp_path, run):
     worker = tmp_path / "worker"
     shutil.copytree(head, worker)
     victim = sorted(p for p in worker.rglob("*.cubin"))[0]
@@ -93,7 +81,7 @@ def test_flipped_byte_with_same_size_and_mtime_is_found_and_repaired(head, tmp_p
     assert not blind.result["changed"]
 
 
-def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path):
+def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path, run):
     worker = tmp_path / "worker"
     shutil.copytree(head, worker)
     (worker / mf.TMP_DIR).mkdir()
@@ -102,7 +90,7 @@ def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path):
     assert out.result["changed"] and not (worker / mf.TMP_DIR).exists()
 
 
-def test_delete_removes_what_the_source_lacks(head, tmp_path):
+def test_delete_removes_what_the_source_lacks(head, tmp_path, run):
     worker = tmp_path / "worker"
     shutil.copytree(head, worker)
     (worker / "cache" / "EXTRA").mkdir()
@@ -115,7 +103,7 @@ def test_delete_removes_what_the_source_lacks(head, tmp_path):
     assert tree(worker) == tree(head)
 
 
-def test_union_gives_every_node_every_kernel(head, tmp_path):
+def test_union_gives_every_node_every_kernel(head, tmp_path, run):
     w1, w2 = tmp_path / "w1", tmp_path / "w2"
     w1.mkdir()
     w2.mkdir()
@@ -130,7 +118,7 @@ def test_union_gives_every_node_every_kernel(head, tmp_path):
     assert out.result["missing_kernels"] == {}
 
 
-def test_missing_required_kernel_fails_naming_node_and_kernel(head, tmp_path):
+def test_missing_required_kernel_fails_naming_node_and_kernel(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(src=str(head), src_name="spark-head", dest=[str(worker)], dest_names=["spark-worker-1"],
               required_kernels=["add_kernel", "rejection_sample"])
@@ -144,7 +132,7 @@ def test_missing_required_kernel_fails_naming_node_and_kernel(head, tmp_path):
     assert not warn.failed and warn.result["missing_kernels"]
 
 
-def test_unreachable_destination_fails_alone(head, tmp_path):
+def test_unreachable_destination_fails_alone(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(src=str(head), dest=[str(worker), "spark@127.0.0.1:/tmp/x"], dest_names=["good", "down"],
               ssh_port=1, connect_timeout=2)
@@ -155,7 +143,7 @@ def test_unreachable_destination_fails_alone(head, tmp_path):
     assert out.result["dest"]["good"]["verified_files"] == 75
 
 
-def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkeypatch):
+def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkeypatch, run):
     worker = tmp_path / "worker"
     locked = str(sorted(head.rglob("*.cubin"))[0])
     real_access = os.access
@@ -165,7 +153,7 @@ def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkey
     assert out.failed and "cannot be read" in out.result["msg"] and not worker.exists()
 
 
-def test_bad_input_is_refused():
+def test_bad_input_is_refused(run):
     assert "cannot be combined" in run(dest=["/x"], mode="union", delete=True).result["msg"]
     assert "one name per dest" in run(dest=["/x", "/y"], dest_names=["a"]).result["msg"]
     assert "expected host" in run(dest=["bad host name"]).result["msg"]
@@ -179,7 +167,7 @@ def test_documentation_matches_argument_spec():
     assert spec == set(doc), (sorted(spec - set(doc)), sorted(set(doc) - spec))
 
 
-def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_path):
+def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_path, run):
     worker = tmp_path / "worker"
     first = run(src=str(head), dest=[str(worker)], digest_cache=True)
     assert first.result["hashed"] == 75 and first.result["dest"][str(worker)]["hashed"] == 75
@@ -224,7 +212,7 @@ def fixture_fake_ssh(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("digest_cache", [False, True])
-def test_remote_no_op_is_answered_without_the_file_list(head, tmp_path, fake_ssh, digest_cache):
+def test_remote_no_op_is_answered_without_the_file_list(head, tmp_path, fake_ssh, digest_cache, run):
     worker = tmp_path / "worker"
     args = dict(src=str(head), dest=["tester@fakehost:%s" % worker], dest_names=["w"], digest_cache=digest_cache)
     first = run(**args)

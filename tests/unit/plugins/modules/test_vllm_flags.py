@@ -2,7 +2,6 @@
 import json
 
 import pytest
-from readiness_harness import run_module  # noqa: F401  (fixture)
 
 from ansible.module_utils import basic
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
