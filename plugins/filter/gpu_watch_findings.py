@@ -10,11 +10,11 @@ name: gpu_watch_findings
 short_description: Sentences naming a wedged GPU or a stuck collective from every node's GPU watch state
 version_added: 0.3.0
 description:
-  - Takes a mapping of node name to the state the gpu_watch role's daemon writes (C(state.json): parsed, or its
-    text, possibly followed by other lines, as a diagnose command prints it; a node whose value is empty or not a
-    state is left out) and returns one sentence per finding.
-  - A state older than three of its own sampling intervals (O(now) against its C(updated_at)) is named stale: the
-    watch stopped, and what it last found may no longer hold.
+  - Takes a mapping of node name to the state the gpu_watch role's daemon writes in C(state.json), parsed or as
+    its text (possibly followed by other lines, as a diagnose command prints it), and returns one sentence per
+    finding. A node whose value is empty or not a state is left out.
+  - A state older than three of its own sampling intervals (O(now) against its C(updated_at)) is named stale, since
+    the watch stopped and what it last found may no longer hold.
   - A C(wedged) finding is named with its node and the remedy (a full AC power-cycle). A C(busy_low_power)
     finding is a stuck collective only while another node's GPU is idle at the time; a single node cannot tell.
 options:
