@@ -261,8 +261,10 @@ def cross_node(states):
     another node's GPU is idle (below the busy threshold) at the same time.
     """
     out = []
+    # Idle by each node's own threshold (the settings its watch ran with).
     idle = sorted(n for n, s in states.items()
-                  if s and any((g.get("utilization_pct") or 0) < DEFAULTS["busy_util_pct"] for g in s.get("gpus", {}).values()))
+                  if s and any((g.get("utilization_pct") or 0) < s.get("settings", {}).get("busy_util_pct", DEFAULTS["busy_util_pct"])
+                               for g in s.get("gpus", {}).values()))
     for node, state in sorted(states.items()):
         for f in (state or {}).get("findings", []):
             if f["finding"] == "wedged":

@@ -17,31 +17,19 @@ from ansible.module_utils import basic  # noqa: E402  pylint: disable=wrong-impo
 from ansible.module_utils.testing import patch_module_args  # noqa: E402  pylint: disable=wrong-import-position
 
 
-class ModuleResult(dict):
-    """What the module returned: exit_json's or fail_json's keyword arguments, "failed" always set.
-    `.failed` and `.result` read the same (for tests that read a result as an object)."""
-
-    @property
-    def failed(self):
-        return self["failed"]
-
-    @property
-    def result(self):
-        return self
-
-
 class _Exited(Exception):
     def __init__(self, result):
         super().__init__(result.get("msg"))
         self.result = result
 
 
+# The result: exit_json's or fail_json's keyword arguments, with "failed" always set.
 def _exit_json(_module, **result):
-    raise _Exited(ModuleResult(dict({"failed": False}, **result)))
+    raise _Exited(dict({"failed": False}, **result))
 
 
 def _fail_json(_module, msg, **result):
-    raise _Exited(ModuleResult(dict(result, msg=msg, failed=True)))
+    raise _Exited(dict(result, msg=msg, failed=True))
 
 
 def call_module(main, args, check_mode=False, diff=False):

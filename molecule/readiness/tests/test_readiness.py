@@ -253,6 +253,8 @@ CASES = {
                              r"role models: value of models_source must be one of: hub, local, got: ftp"),
     "port_type": (["-e", "serve_api_port=http"], {}, {},
                   r"role serve: argument 'serve_api_port' is of type str and we were unable to convert to int"),
+    "watch_window": (["-e", "gpu_watch_wedge_seconds=5"], {}, {},
+                     r"gpu_watch needs an interval of at least 1 s and windows of at least two samples: interval=10, wedge=5 s"),
     "ray_cpus_type": (["-e", "ray_cluster_num_cpus=two"], {}, {},
                       r"role ray_cluster: argument 'ray_cluster_num_cpus' is of type str and we were unable to convert to int"),
     # Rules across variables, and values in their registries' syntax.

@@ -81,11 +81,11 @@ def main():
                 fields[-1] = watch.OLD_REASONS_FIELD  # a driver from before the rename
                 continue
             if text != error:
-                log(ERR, "nvidia-smi failed: %s" % text)
+                log(ERR, "%s failed: %s" % (source, text))
             error, gpus = text, {}
         except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
             if str(exc) != error:
-                log(ERR, "nvidia-smi failed: %s" % exc)
+                log(ERR, "%s failed: %s" % (source, exc))
             error, gpus = str(exc), {}
         samples += 1
         window.add(started, gpus)

@@ -133,6 +133,11 @@ def test_cross_node_names_a_stuck_collective_only_with_an_idle_peer():
     assert watch.cross_node({"a": _state(["busy_low_power"], 96), "b": _state(["busy_low_power"], 96)}) == []
 
 
+def test_cross_node_judges_idle_by_each_nodes_own_threshold():
+    peer = dict(_state(util=40), settings={"busy_util_pct": 30})  # 40% is busy for a watch set to 30%
+    assert watch.cross_node({"spark-head": _state(["busy_low_power"], 96), "spark-worker-1": peer}) == []
+
+
 def test_cross_node_names_a_wedge_and_not_a_stuck_collective():
     said = watch.cross_node({"spark-head": _state(["wedged", "busy_low_power"], 95), "spark-worker-1": _state(util=0)})
     assert len(said) == 1 and said[0].startswith("Wedged GPU clock on spark-head (GPU 0)")

@@ -48,7 +48,7 @@ DESKTOP = ["graphical.target", "multi-user.target", "display-manager.service"]
 
 def test_desktop_node_is_switched(run_module, systemd):
     fake = systemd("graphical.target", DESKTOP)
-    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True})
     assert result["changed"] and result["isolated"]
     assert result["default_before"] == "graphical.target"
     assert fake.writes() == [["set-default", "multi-user.target"], ["isolate", "multi-user.target"]]
@@ -56,7 +56,7 @@ def test_desktop_node_is_switched(run_module, systemd):
 
 def test_second_run_changes_nothing(run_module, systemd):
     fake = systemd("multi-user.target", ["multi-user.target"])
-    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True})
     assert not result["changed"] and not result["isolated"]
     assert fake.writes() == []
 
@@ -64,7 +64,7 @@ def test_second_run_changes_nothing(run_module, systemd):
 def test_check_mode_reports_without_writing(run_module, systemd):
     fake = systemd("graphical.target", DESKTOP)
     result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True,
-                                              "_ansible_check_mode": True, "_ansible_diff": True}).result
+                                              "_ansible_check_mode": True, "_ansible_diff": True})
     assert result["changed"] and result["isolated"]
     assert fake.writes() == []
     assert "default: graphical.target" in result["diff"]["before"]
@@ -75,14 +75,14 @@ def test_check_mode_reports_without_writing(run_module, systemd):
 
 def test_default_only_leaves_the_desktop_running(run_module, systemd):
     fake = systemd("graphical.target", DESKTOP)
-    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": False}).result
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": False})
     assert result["changed"] and not result["isolated"]
     assert fake.writes() == [["set-default", "multi-user.target"]]
 
 
 def test_isolates_when_default_set_but_desktop_still_up(run_module, systemd):
     fake = systemd("multi-user.target", DESKTOP)
-    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True}).result
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True})
     assert result["changed"] and result["isolated"]
     assert fake.writes() == [["isolate", "multi-user.target"]]
 
@@ -90,4 +90,4 @@ def test_isolates_when_default_set_but_desktop_still_up(run_module, systemd):
 def test_rejects_a_non_target(run_module, systemd):
     systemd("graphical.target", DESKTOP)
     exc = run_module(default_target.main, {"target": "gdm.service"})
-    assert exc.failed and "NAME.target" in exc.result["msg"]
+    assert exc["failed"] and "NAME.target" in exc["msg"]

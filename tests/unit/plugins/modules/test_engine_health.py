@@ -53,16 +53,16 @@ ARGS = {"url": "http://127.0.0.1:8000/health", "unit": "dgxspark-vllm", "poll": 
 def test_healthy_ends_the_wait(run_module, engine):
     engine([RUNNING, RUNNING, dict(RUNNING, healthy=True)])
     out = run_module(engine_health.main, ARGS)
-    assert not out.failed and out.result["changed"] is False
+    assert not out["failed"] and out["changed"] is False
 
 
 def test_a_restart_fails_at_once_with_the_old_invocations_log(run_module, engine):
     fake = engine([RUNNING, dict(RUNNING, SubState="auto-restart", ExecMainStatus="1"),
                    dict(RUNNING, InvocationID="bbb", NRestarts="1")])
     out = run_module(engine_health.main, ARGS)
-    assert out.failed and fake.polls <= 3
-    assert "died" in out.result["msg"] and "exit status 1" in out.result["msg"]
-    assert "Reason: ValueError: Unknown attention backend: 'B12X'." in out.result["msg"]
+    assert out["failed"] and fake.polls <= 3
+    assert "died" in out["msg"] and "exit status 1" in out["msg"]
+    assert "Reason: ValueError: Unknown attention backend: 'B12X'." in out["msg"]
     assert fake.log_queries[-1][-1] == "_SYSTEMD_INVOCATION_ID=aaa"
 
 
@@ -71,8 +71,8 @@ def test_the_failure_says_how_long_after_the_exit_it_was_noticed(run_module, eng
     engine([RUNNING, dict(RUNNING, SubState="auto-restart", ExecMainStatus="1",
                           ExecMainExitTimestampMonotonic=str(996_500_000))])
     out = run_module(engine_health.main, ARGS)
-    assert out.failed and out.result["exited_ago"] == 3.5
-    assert "(noticed 4 s after the exit)" in out.result["msg"] or "(noticed 3 s after the exit)" in out.result["msg"]
+    assert out["failed"] and out["exited_ago"] == 3.5
+    assert "(noticed 4 s after the exit)" in out["msg"] or "(noticed 3 s after the exit)" in out["msg"]
 
 
 def test_after_a_restart_the_old_engines_last_line_dates_the_exit(run_module, engine, monkeypatch):
@@ -80,13 +80,13 @@ def test_after_a_restart_the_old_engines_last_line_dates_the_exit(run_module, en
     fake = engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
     fake.last_entry = '{"MESSAGE": "bye", "__REALTIME_TIMESTAMP": "1988000000"}\n'
     out = run_module(engine_health.main, ARGS)
-    assert out.failed and out.result["exited_ago"] == 12.0 and "(noticed 12 s after the exit)" in out.result["msg"]
+    assert out["failed"] and out["exited_ago"] == 12.0 and "(noticed 12 s after the exit)" in out["msg"]
 
 
 def test_a_new_invocation_counts_as_a_death(run_module, engine):
     engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
     out = run_module(engine_health.main, ARGS)
-    assert out.failed and "restarted it" in out.result["msg"]
+    assert out["failed"] and "restarted it" in out["msg"]
 
 
 def test_progress_keeps_the_wait_going_and_silence_ends_it(run_module, engine, monkeypatch):
@@ -95,7 +95,7 @@ def test_progress_keeps_the_wait_going_and_silence_ends_it(run_module, engine, m
     # the journal moves for a while, then stays put: "stuck" after stall_timeout, not the whole timeout
     fake = engine([RUNNING], cursors=["c0", "c1", "c2", "c3"] + ["c3"] * 100)
     out = run_module(engine_health.main, dict(ARGS, stall_timeout=100, timeout=5000))
-    assert out.failed and "stuck" in out.result["msg"] and "no new log line" in out.result["msg"]
+    assert out["failed"] and "stuck" in out["msg"] and "no new log line" in out["msg"]
     assert 4 < fake.polls < 20
 
 
@@ -104,7 +104,7 @@ def test_timeout_while_progressing(run_module, engine, monkeypatch):
     monkeypatch.setattr(engine_health.time, "monotonic", lambda: next(clock))
     engine([RUNNING])
     out = run_module(engine_health.main, dict(ARGS, stall_timeout=10000, timeout=300))
-    assert out.failed and "not healthy within 300 s" in out.result["msg"]
+    assert out["failed"] and "not healthy within 300 s" in out["msg"]
 
 
 def test_reason_skips_the_wrappers_around_the_root_cause():

@@ -66,37 +66,37 @@ def fixture_run(run_module):
 ])
 def test_classifies_the_gpu_under_the_load_and_stops_the_load(gpu, state, expected, clock, run):
     out = run(**gpu(state))
-    assert not out.failed, out.result["msg"]
-    (verdict,) = out.result["gpus"]
+    assert not out["failed"], out["msg"]
+    (verdict,) = out["gpus"]
     assert verdict["state"] == expected and verdict["sm_clock_mhz"] == clock, verdict["why"]
     assert verdict["name"] == "NVIDIA GB10" and verdict["samples"] == 5 and verdict["raw"][0]["power.limit"] is None
-    assert out.result["load"]["ran"] and out.result["load"]["busy_after_s"] is not None
-    assert out.result["load"]["rc"] == 143 and not gpu.marker.exists()  # terminated, and it cleaned up
-    assert out.result["changed"] is False
-    assert out.result["summary"][0].startswith(f"GPU 0 NVIDIA GB10: {expected}, SM {clock} MHz")
+    assert out["load"]["ran"] and out["load"]["busy_after_s"] is not None
+    assert out["load"]["rc"] == 143 and not gpu.marker.exists()  # terminated, and it cleaned up
+    assert out["changed"] is False
+    assert out["summary"][0].startswith(f"GPU 0 NVIDIA GB10: {expected}, SM {clock} MHz")
 
 
 def test_wedged_reports_the_figures(gpu, run):
-    verdict = run(check=True, **gpu("wedged")).result["gpus"][0]
+    verdict = run(check=True, **gpu("wedged"))["gpus"][0]
     assert (verdict["sm_clock_min_mhz"], verdict["sm_clock_max_mhz"]) == (611, 611)
     assert verdict["utilization_pct"] == 95 and verdict["power_w"] < 11 and verdict["reasons"] == []
 
 
 def test_without_a_load_an_idle_gpu_is_idle(gpu, run):
     out = run(**gpu("wedged", load=False))
-    assert out.result["gpus"][0]["state"] == "idle" and out.result["load"]["ran"] is False
+    assert out["gpus"][0]["state"] == "idle" and out["load"]["ran"] is False
 
 
 def test_a_load_that_never_reaches_the_gpu_leaves_it_idle(gpu, run):
     out = run(**gpu("idle", load_ready_timeout=0.5))
-    assert not out.failed and out.result["gpus"][0]["state"] == "idle"
+    assert not out["failed"] and out["gpus"][0]["state"] == "idle"
 
 
 def test_a_failing_load_fails_with_its_output(gpu, run):
     args = gpu("healthy")
     args["load_command"] = ["sh", "-c", "echo no such image >&2; exit 3"]
     out = run(**args)
-    assert out.failed and "rc 3" in out.result["msg"] and "no such image" in out.result["msg"]
+    assert out["failed"] and "rc 3" in out["msg"] and "no such image" in out["msg"]
 
 
 def test_a_load_too_short_to_sample_fails(gpu, run):
@@ -105,23 +105,23 @@ def test_a_load_too_short_to_sample_fails(gpu, run):
     args = gpu("healthy", interval=1.0)
     args["load_command"] = ["sh", "-c", f"touch {gpu.marker}; until [ -e {seen} ]; do sleep 0.02; done; rm -f {gpu.marker}"]
     out = run(**args)
-    assert out.failed and "longer" in out.result["msg"]
+    assert out["failed"] and "longer" in out["msg"]
 
 
 def test_missing_nvidia_smi_fails_clearly(gpu, tmp_path, run):
     out = run(**gpu("healthy", nvidia_smi=str(tmp_path / "absent")))
-    assert out.failed and "not found" in out.result["msg"] and "NVIDIA driver" in out.result["msg"]
+    assert out["failed"] and "not found" in out["msg"] and "NVIDIA driver" in out["msg"]
 
 
 def test_one_sample_is_refused(gpu, run):
     out = run(**gpu("healthy", samples=1))
-    assert out.failed and "at least 2" in out.result["msg"]
+    assert out["failed"] and "at least 2" in out["msg"]
 
 
 def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu, run):
     out = run(**gpu("load", gpu_model="h200"))
-    assert not out.failed, out.result["msg"]
-    (verdict,) = out.result["gpus"]
+    assert not out["failed"], out["msg"]
+    (verdict,) = out["gpus"]
     assert verdict["name"] == "NVIDIA H200" and verdict["state"] == "healthy", verdict["why"]
     assert verdict["sm_clock_mhz"] == 1500 and verdict["reasons"] == ["SW Power Cap"]
     assert verdict["raw"][0]["power.limit"] == 700.0
@@ -129,4 +129,4 @@ def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu, run):
 
 def test_real_h200_outputs_without_load_read_idle(gpu, run):
     out = run(**gpu("load", load=False, gpu_model="h200"))
-    assert out.result["gpus"][0]["state"] == "idle" and out.result["gpus"][0]["sm_clock_mhz"] == 345
+    assert out["gpus"][0]["state"] == "idle" and out["gpus"][0]["sm_clock_mhz"] == 345

@@ -38,7 +38,7 @@ def test_reads_gpu_and_ports(run_module, commands):
         "ibdev2netdev": (0, (FIXTURES / "ibdev2netdev-spark.txt").read_text(), ""),
         "ip": (0, "", ""),
     })
-    result = run_module(node_info.main, {"fabric_iface": "lo", "_ansible_check_mode": True}).result
+    result = run_module(node_info.main, {"fabric_iface": "lo", "_ansible_check_mode": True})
     info = result["node_info"]
     assert result["changed"] is False
     assert info["gpu"] == {"driver_version": "580.159.04", "cuda_version": "13.0", "gpus": [{"index": 0, "name": "NVIDIA H200"}]}
@@ -54,7 +54,7 @@ def test_reads_gpu_and_ports(run_module, commands):
 
 def test_missing_commands_are_reported(run_module, commands):
     commands({"ip": (0, "", "")})
-    info = run_module(node_info.main, {"fabric_iface": "no-such-iface0"}).result["node_info"]
+    info = run_module(node_info.main, {"fabric_iface": "no-such-iface0"})["node_info"]
     assert info["gpu"] is None
     assert info["rdma_ports"] == []
     assert info["fabric"] == {"name": "no-such-iface0", "exists": False, "ipv4": [], "mtu": None, "operstate": None}
@@ -66,6 +66,6 @@ def test_failing_driver_is_reported(run_module, commands):
     commands({
         "nvidia-smi": (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", ""),
         "ibdev2netdev": (0, "", ""), "ip": (0, "", "")})
-    info = run_module(node_info.main, {"fabric_iface": "lo"}).result["node_info"]
+    info = run_module(node_info.main, {"fabric_iface": "lo"})["node_info"]
     assert info["gpu"] is None
     assert any("exit 9" in e and "couldn't communicate" in e for e in info["errors"])

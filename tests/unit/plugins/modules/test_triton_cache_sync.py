@@ -40,25 +40,25 @@ def flip_byte_keep_stat(path):
 def test_cold_sync_then_nothing_to_do(head, tmp_path, run):
     worker = tmp_path / "worker"
     first = run(src=str(head), dest=[str(worker)], dest_names=["spark-worker-1"])
-    assert not first.failed, first.result["msg"]
-    res = first.result["dest"]["spark-worker-1"]
-    assert first.result["changed"] and len(res["sent"]) == 75
-    assert res["verified_files"] == 75 and res["verified_bytes"] == first.result["bytes"]
+    assert not first["failed"], first["msg"]
+    res = first["dest"]["spark-worker-1"]
+    assert first["changed"] and len(res["sent"]) == 75
+    assert res["verified_files"] == 75 and res["verified_bytes"] == first["bytes"]
     assert tree(worker) == tree(head)
     assert not (worker / mf.TMP_DIR).exists()
     second = run(src=str(head), dest=[str(worker)], dest_names=["spark-worker-1"])
-    assert not second.result["changed"]
-    assert second.result["dest"]["spark-worker-1"]["sent"] == []
-    assert second.result["dest"]["spark-worker-1"]["verified_files"] == 75
-    assert second.result["digest"] == first.result["digest"]
+    assert not second["changed"]
+    assert second["dest"]["spark-worker-1"]["sent"] == []
+    assert second["dest"]["spark-worker-1"]["verified_files"] == 75
+    assert second["digest"] == first["digest"]
 
 
 def test_check_mode_reports_and_touches_nothing(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(check=True, diff=True, src=str(head), dest=[str(worker)])
-    assert out.result["changed"] and len(out.result["dest"][str(worker)]["sent"]) == 75
+    assert out["changed"] and len(out["dest"][str(worker)]["sent"]) == 75
     assert not worker.exists()
-    diff = out.result["diff"][0]
+    diff = out["diff"][0]
     assert diff["before"] == "" and diff["after"].count("\n") == 75
 
 
@@ -69,16 +69,16 @@ def test_flipped_byte_with_same_size_and_mtime_is_found_and_repaired(head, tmp_p
     flip_byte_keep_stat(victim)
     rel = str(victim.relative_to(worker))
     check = run(check=True, src=str(head), dest=[str(worker)])
-    assert check.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert check["dest"][str(worker)]["content_mismatch"] == [rel]
     out = run(src=str(head), dest=[str(worker)])
-    assert out.result["changed"]
-    assert out.result["dest"][str(worker)]["content_mismatch"] == [rel]
-    assert out.result["dest"][str(worker)]["sent"] == [rel]
+    assert out["changed"]
+    assert out["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert out["dest"][str(worker)]["sent"] == [rel]
     assert tree(worker) == tree(head)
     # verify=none is rsync -a's view: it cannot see the flip.
     flip_byte_keep_stat(victim)
     blind = run(src=str(head), dest=[str(worker)], verify="none")
-    assert not blind.result["changed"]
+    assert not blind["changed"]
 
 
 def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path, run):
@@ -87,7 +87,7 @@ def test_stale_scratch_dir_from_a_killed_transfer_is_removed(head, tmp_path, run
     (worker / mf.TMP_DIR).mkdir()
     (worker / mf.TMP_DIR / ".add_kernel.cubin.Xy12").write_bytes(b"\0" * 100)
     out = run(src=str(head), dest=[str(worker)])
-    assert out.result["changed"] and not (worker / mf.TMP_DIR).exists()
+    assert out["changed"] and not (worker / mf.TMP_DIR).exists()
 
 
 def test_delete_removes_what_the_source_lacks(head, tmp_path, run):
@@ -96,9 +96,9 @@ def test_delete_removes_what_the_source_lacks(head, tmp_path, run):
     (worker / "cache" / "EXTRA").mkdir()
     (worker / "cache" / "EXTRA" / "x.json").write_text("{}")
     kept = run(src=str(head), dest=[str(worker)])
-    assert not kept.result["changed"] and (worker / "cache" / "EXTRA").exists()
+    assert not kept["changed"] and (worker / "cache" / "EXTRA").exists()
     out = run(src=str(head), dest=[str(worker)], delete=True)
-    assert out.result["dest"][str(worker)]["deleted"] == ["cache/EXTRA/x.json"]
+    assert out["dest"][str(worker)]["deleted"] == ["cache/EXTRA/x.json"]
     assert not (worker / "cache" / "EXTRA").exists()
     assert tree(worker) == tree(head)
 
@@ -112,35 +112,35 @@ def test_union_gives_every_node_every_kernel(head, tmp_path, run):
     (only_w1 / "rejection_sample.json").write_text("{}")
     (only_w1 / "rejection_sample.cubin").write_bytes(b"\x7fELF-standin")
     out = run(src=str(head), dest=[str(w1), str(w2)], mode="union", required_kernels=["rejection_sample", "add_kernel"])
-    assert not out.failed, out.result["msg"]
-    assert out.result["dest"][str(w1)]["fetched"] == ["cache/W1HASH/rejection_sample.cubin", "cache/W1HASH/rejection_sample.json"]
+    assert not out["failed"], out["msg"]
+    assert out["dest"][str(w1)]["fetched"] == ["cache/W1HASH/rejection_sample.cubin", "cache/W1HASH/rejection_sample.json"]
     assert tree(w1) == tree(head) == tree(w2)
-    assert out.result["missing_kernels"] == {}
+    assert out["missing_kernels"] == {}
 
 
 def test_missing_required_kernel_fails_naming_node_and_kernel(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(src=str(head), src_name="spark-head", dest=[str(worker)], dest_names=["spark-worker-1"],
               required_kernels=["add_kernel", "rejection_sample"])
-    assert out.failed
-    assert "spark-head lacks rejection_sample" in out.result["msg"]
-    assert "spark-worker-1 lacks rejection_sample" in out.result["msg"]
-    assert out.result["missing_kernels"] == {"spark-head": ["rejection_sample"], "spark-worker-1": ["rejection_sample"]}
+    assert out["failed"]
+    assert "spark-head lacks rejection_sample" in out["msg"]
+    assert "spark-worker-1 lacks rejection_sample" in out["msg"]
+    assert out["missing_kernels"] == {"spark-head": ["rejection_sample"], "spark-worker-1": ["rejection_sample"]}
     # The sync itself still happened.
     assert tree(worker) == tree(head)
     warn = run(src=str(head), dest=[str(worker)], required_kernels=["rejection_sample"], on_missing_kernels="warn")
-    assert not warn.failed and warn.result["missing_kernels"]
+    assert not warn["failed"] and warn["missing_kernels"]
 
 
 def test_unreachable_destination_fails_alone(head, tmp_path, run):
     worker = tmp_path / "worker"
     out = run(src=str(head), dest=[str(worker), "spark@127.0.0.1:/tmp/x"], dest_names=["good", "down"],
               ssh_port=1, connect_timeout=2)
-    assert out.failed
-    assert out.result["failed_dests"] == ["down"]
-    assert "cannot reach spark@127.0.0.1 over SSH" in out.result["dest"]["down"]["msg"]
+    assert out["failed"]
+    assert out["failed_dests"] == ["down"]
+    assert "cannot reach spark@127.0.0.1 over SSH" in out["dest"]["down"]["msg"]
     assert tree(worker) == tree(head)
-    assert out.result["dest"]["good"]["verified_files"] == 75
+    assert out["dest"]["good"]["verified_files"] == 75
 
 
 def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkeypatch, run):
@@ -150,13 +150,13 @@ def test_unreadable_source_fails_before_changing_anything(head, tmp_path, monkey
     # As root nothing is unreadable: make one file look like a root-owned 0600 file to a plain user.
     monkeypatch.setattr(mf.os, "access", lambda p, mode: False if (str(p) == locked and mode == os.R_OK) else real_access(p, mode))
     out = run(src=str(head), dest=[str(worker)])
-    assert out.failed and "cannot be read" in out.result["msg"] and not worker.exists()
+    assert out["failed"] and "cannot be read" in out["msg"] and not worker.exists()
 
 
 def test_bad_input_is_refused(run):
-    assert "cannot be combined" in run(dest=["/x"], mode="union", delete=True).result["msg"]
-    assert "one name per dest" in run(dest=["/x", "/y"], dest_names=["a"]).result["msg"]
-    assert "expected host" in run(dest=["bad host name"]).result["msg"]
+    assert "cannot be combined" in run(dest=["/x"], mode="union", delete=True)["msg"]
+    assert "one name per dest" in run(dest=["/x", "/y"], dest_names=["a"])["msg"]
+    assert "expected host" in run(dest=["bad host name"])["msg"]
 
 
 def test_documentation_matches_argument_spec():
@@ -170,16 +170,16 @@ def test_documentation_matches_argument_spec():
 def test_digest_cache_no_op_reads_nothing_and_still_finds_the_flip(head, tmp_path, run):
     worker = tmp_path / "worker"
     first = run(src=str(head), dest=[str(worker)], digest_cache=True)
-    assert first.result["hashed"] == 75 and first.result["dest"][str(worker)]["hashed"] == 75
+    assert first["hashed"] == 75 and first["dest"][str(worker)]["hashed"] == 75
     again = run(src=str(head), dest=[str(worker)], digest_cache=True)
-    assert not again.result["changed"]
-    assert again.result["hashed"] == 0 and again.result["dest"][str(worker)]["hashed"] == 0
-    assert again.result["dest"][str(worker)]["verified_files"] == 75
+    assert not again["changed"]
+    assert again["hashed"] == 0 and again["dest"][str(worker)]["hashed"] == 0
+    assert again["dest"][str(worker)]["verified_files"] == 75
     victim = sorted(worker.rglob("*.ptx"))[0]
     flip_byte_keep_stat(victim)
     fixed = run(src=str(head), dest=[str(worker)], digest_cache=True)
     rel = str(victim.relative_to(worker))
-    assert fixed.result["dest"][str(worker)]["content_mismatch"] == [rel]
+    assert fixed["dest"][str(worker)]["content_mismatch"] == [rel]
     assert tree(worker) == tree(head)
 
 
@@ -216,16 +216,16 @@ def test_remote_no_op_is_answered_without_the_file_list(head, tmp_path, fake_ssh
     worker = tmp_path / "worker"
     args = dict(src=str(head), dest=["tester@fakehost:%s" % worker], dest_names=["w"], digest_cache=digest_cache)
     first = run(**args)
-    assert not first.failed, first.result["msg"]
-    assert first.result["changed"] and first.result["dest"]["w"]["verified_files"] == 75
+    assert not first["failed"], first["msg"]
+    assert first["changed"] and first["dest"]["w"]["verified_files"] == 75
     assert tree(worker) == tree(head)
     again = run(**args)
-    assert not again.failed and not again.result["changed"], again.result
-    assert again.result["dest"]["w"]["verified_files"] == 75 and again.result["dest"]["w"]["sent"] == []
+    assert not again["failed"] and not again["changed"], again
+    assert again["dest"]["w"]["verified_files"] == 75 and again["dest"]["w"]["sent"] == []
     answers = [int(n) for n in fake_ssh.read_text().split()]
     # cold: manifest of an empty tree, then the finish step's digests; no-op: one short answer
     assert len(answers) == 3 and answers[1] > 5000 and answers[2] < 1000, answers
     flip_byte_keep_stat(sorted(worker.rglob("*.cubin"))[0])
     fixed = run(**args)
-    assert len(fixed.result["dest"]["w"]["content_mismatch"]) == 1 and tree(worker) == tree(head)
+    assert len(fixed["dest"]["w"]["content_mismatch"]) == 1 and tree(worker) == tree(head)
     assert int(fake_ssh.read_text().split()[3]) > 5000  # a different tree: the whole manifest came back

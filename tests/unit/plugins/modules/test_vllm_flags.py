@@ -30,28 +30,28 @@ def cli(monkeypatch):
 def test_reads_the_image_once_then_its_cache(run_module, cli, tmp_path):
     calls, _ = cli
     args = {"image": "img:latest", "cache_dir": str(tmp_path)}
-    first = run_module(vllm_flags.main, args).result
+    first = run_module(vllm_flags.main, args)
     assert first["found"] and not first["cached"] and not first["changed"]
     assert first["flagset"]["image_id"] == ID and first["flagset"]["flags"] == ["max-model-len"]
     run = [c for c in calls if "run" in c][0]
     assert run[run.index("--network") + 1] == "none" and ID.split(":")[1] in run
-    again = run_module(vllm_flags.main, args).result
+    again = run_module(vllm_flags.main, args)
     assert again["cached"] and again["flagset"] == first["flagset"]
     assert len([c for c in calls if "run" in c]) == 1
 
 
 def test_check_mode_reads_but_keeps_no_cache(run_module, cli, tmp_path):
-    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path), "_ansible_check_mode": True}).result
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path), "_ansible_check_mode": True})
     assert out["found"] and list(tmp_path.iterdir()) == []
 
 
 def test_an_absent_image_or_one_without_vllm_is_not_found_with_the_reason(run_module, cli, tmp_path):
     _, state = cli
     state["present"] = False
-    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "cache_dir": str(tmp_path)}).result
+    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "cache_dir": str(tmp_path)})
     assert not out["found"] and "container dgxspark-ray is not on this node" in out["reason"]
     state.update(present=True, dump="")
-    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)}).result
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)})
     assert not out["found"] and "could not be read" in out["reason"] and "python3: not found" in out["reason"]
 
 
@@ -65,6 +65,6 @@ def test_the_container_is_tried_first_then_the_image(run_module, cli, tmp_path, 
             return 1, "", "Error: no such container dgxspark-ray"
         return real(self, args, **kwargs)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", no_container)
-    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)}).result
+    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)})
     assert out["found"] and out["image_id"] == ID
     assert [c[1] for c in calls if "inspect" in c][:2] == ["inspect", "image"]
