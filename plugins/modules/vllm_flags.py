@@ -77,6 +77,14 @@ image_id:
   description: The image ID the flag set belongs to (empty when the image is not on the node).
   returned: always
   type: str
+source:
+  description: >-
+    Where the image ID was read, C(container) (the image O(container) runs) or C(image) (O(image)); empty when
+    neither is on the node. A caller that checked a running container's flags knows the check holds while that
+    container runs.
+  returned: always
+  type: str
+  sample: container
 cached:
   description: Whether the flag set came from O(cache_dir).
   returned: always
@@ -101,18 +109,18 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
 
 
 def image_id(module, cli, image, container):
-    """The ID of the container's image when that container exists, else of the image; or the reason."""
+    """(ID, source, None) of the container's image when that container exists, else of the image; or (None, '', reason)."""
     reasons = []
-    for what, argv in ((container and "container " + container, [cli, "inspect", "--format", "{{.Image}}", container]),
-                       (image and "image " + image, [cli, "image", "inspect", "--format", "{{.Id}}", image])):
-        if not what:
+    for source, name, argv in (("container", container, [cli, "inspect", "--format", "{{.Image}}", container]),
+                               ("image", image, [cli, "image", "inspect", "--format", "{{.Id}}", image])):
+        if not name:
             continue
         rc, out, err = module.run_command(argv)
         if rc == 0 and out.strip():
             ident = out.strip().splitlines()[0]
-            return (ident if ident.startswith("sha256:") else "sha256:" + ident), None
-        reasons.append("%s is not on this node (%s)" % (what, (err or out).strip()[-300:]))
-    return None, "; ".join(reasons)
+            return (ident if ident.startswith("sha256:") else "sha256:" + ident), source, None
+        reasons.append("%s %s is not on this node (%s)" % (source, name, (err or out).strip()[-300:]))
+    return None, "", "; ".join(reasons)
 
 
 def main():
@@ -128,14 +136,14 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    ident, reason = image_id(module, p["container_cli"], p["image"], p["container"])
+    ident, source, reason = image_id(module, p["container_cli"], p["image"], p["container"])
     if ident is None:
-        module.exit_json(changed=False, found=False, cached=False, image_id="", reason=reason)
+        module.exit_json(changed=False, found=False, cached=False, image_id="", source="", reason=reason)
     cache = os.path.join(p["cache_dir"], re.sub(r"[^A-Za-z0-9]", "_", ident) + ".json")
     if os.path.exists(cache):
         with open(cache, encoding="utf-8") as handle:
             flagset = json.load(handle)
-        module.exit_json(changed=False, found=True, cached=True, image_id=ident, flagset=flagset)
+        module.exit_json(changed=False, found=True, cached=True, image_id=ident, source=source, flagset=flagset)
     # The bare hex ID: Docker and podman both take it (podman not always with the sha256: prefix).
     argv = [p["container_cli"], "run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
             "-c", _vllm_flags.DUMP_SCRIPT]
@@ -143,7 +151,7 @@ def main():
     flagset = _vllm_flags.parse_dump(out) if rc == 0 else None
     if flagset is None:
         tail = (err or out).strip().splitlines()[-3:]
-        module.exit_json(changed=False, found=False, cached=False, image_id=ident,
+        module.exit_json(changed=False, found=False, cached=False, image_id=ident, source=source,
                          reason="the vLLM in image %s could not be read (rc %s): %s" % (ident[:19], rc, " | ".join(tail)))
     flagset["image_id"] = ident
     if not module.check_mode:
@@ -152,7 +160,7 @@ def main():
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(flagset, handle)
         os.replace(tmp, cache)
-    module.exit_json(changed=False, found=True, cached=False, image_id=ident, flagset=flagset)
+    module.exit_json(changed=False, found=True, cached=False, image_id=ident, source=source, flagset=flagset)
 
 
 if __name__ == "__main__":

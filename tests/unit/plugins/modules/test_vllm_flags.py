@@ -33,6 +33,7 @@ def test_reads_the_image_once_then_its_cache(run_module, cli, tmp_path):
     first = run_module(vllm_flags.main, args)
     assert first["found"] and not first["cached"] and not first["changed"]
     assert first["flagset"]["image_id"] == ID and first["flagset"]["flags"] == ["max-model-len"]
+    assert first["source"] == "image"
     run = [c for c in calls if "run" in c][0]
     assert run[run.index("--network") + 1] == "none" and ID.split(":")[1] in run
     again = run_module(vllm_flags.main, args)
@@ -49,7 +50,7 @@ def test_an_absent_image_or_one_without_vllm_is_not_found_with_the_reason(run_mo
     _, state = cli
     state["present"] = False
     out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "cache_dir": str(tmp_path)})
-    assert not out["found"] and "container dgxspark-ray is not on this node" in out["reason"]
+    assert not out["found"] and "container dgxspark-ray is not on this node" in out["reason"] and out["source"] == ""
     state.update(present=True, dump="")
     out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)})
     assert not out["found"] and "could not be read" in out["reason"] and "python3: not found" in out["reason"]
@@ -66,5 +67,10 @@ def test_the_container_is_tried_first_then_the_image(run_module, cli, tmp_path, 
         return real(self, args, **kwargs)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", no_container)
     out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)})
-    assert out["found"] and out["image_id"] == ID
+    assert out["found"] and out["image_id"] == ID and out["source"] == "image"
     assert [c[1] for c in calls if "inspect" in c][:2] == ["inspect", "image"]
+
+
+def test_a_running_container_is_named_as_the_source(run_module, cli, tmp_path):
+    out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)})
+    assert out["found"] and out["source"] == "container"
