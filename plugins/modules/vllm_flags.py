@@ -17,6 +17,8 @@ description:
     there the next time; only a new image costs a container start.
   - An image that is not on the node, or whose vLLM cannot be read (an image without vLLM), is not an
     error; RV(found) is false and RV(reason) says why, so the caller can check against a shipped list.
+    An image that has no vLLM (or no python3) is that too by its ID, so that answer is kept in the cache
+    as well; any other failure to read it (a timeout, a container that would not start) is tried again next time.
   - Changes nothing on the node but its own cache file, and never reports a change.
 options:
   image:
@@ -108,6 +110,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
 
 
+# The image itself has no vLLM to read (a property of its ID, kept in the cache like a flag set).
+NO_VLLM = re.compile(r"No module named '?vllm'?|python3: (?:not found|No such file)|executable file .?python3.? not found|"
+                     r"\"python3\": executable file not found")
+
+
 def image_id(module, cli, image, container):
     """(ID, source, None) of the container's image when that container exists, else of the image; or (None, '', reason)."""
     reasons = []
@@ -143,6 +150,8 @@ def main():
     if os.path.exists(cache):
         with open(cache, encoding="utf-8") as handle:
             flagset = json.load(handle)
+        if flagset.get("found") is False:
+            module.exit_json(changed=False, found=False, cached=True, image_id=ident, source=source, reason=flagset["reason"])
         module.exit_json(changed=False, found=True, cached=True, image_id=ident, source=source, flagset=flagset)
     # The bare hex ID: Docker and podman both take it (podman not always with the sha256: prefix).
     argv = [p["container_cli"], "run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
@@ -151,17 +160,23 @@ def main():
     flagset = _vllm_flags.parse_dump(out) if rc == 0 else None
     if flagset is None:
         tail = (err or out).strip().splitlines()[-3:]
-        module.exit_json(changed=False, found=False, cached=False, image_id=ident, source=source,
-                         reason="the vLLM in image %s could not be read (rc %s): %s" % (ident[:19], rc, " | ".join(tail)))
+        reason = "the vLLM in image %s could not be read (rc %s): %s" % (ident[:19], rc, " | ".join(tail))
+        if NO_VLLM.search(err or out):
+            write_cache(module, cache, {"found": False, "reason": reason})
+        module.exit_json(changed=False, found=False, cached=False, image_id=ident, source=source, reason=reason)
     flagset["image_id"] = ident
-    if not module.check_mode:
-        os.makedirs(p["cache_dir"], exist_ok=True)
-        tmp = cache + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(flagset, handle)
-        os.replace(tmp, cache)
+    write_cache(module, cache, flagset)
     module.exit_json(changed=False, found=True, cached=False, image_id=ident, source=source, flagset=flagset)
 
+
+def write_cache(module, cache, data):
+    if module.check_mode:
+        return
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    tmp = cache + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.replace(tmp, cache)
 
 if __name__ == "__main__":
     main()

@@ -120,3 +120,15 @@ def test_second_run_changes_and_restarts_nothing():
     recap = [line for line in res.stdout.splitlines() if line.startswith("spark-") and "changed=" in line]
     assert len(recap) == len(HOSTS) and all("changed=0" in line for line in recap), recap
     assert pids() == before
+
+
+def test_a_converged_run_reads_the_engines_flags_once():
+    """Preflight checks the flags against the running Ray container; with that container not restarted,
+    serve does not read them again (the converged fast path), and nothing changes."""
+    res = sc.playbook("site.yml", "--tags", "preflight,ray_cluster,serve")
+    assert res.returncode == 0, res.stdout[-6000:]
+    reads = [line for line in res.stdout.splitlines() if line.startswith("TASK [") and "read the flags of the image" in line]
+    assert len(reads) == 1, reads
+    assert "check every vLLM flag against the image's vLLM on the head" in res.stdout
+    recap = [line for line in res.stdout.splitlines() if line.startswith("spark-") and "changed=" in line]
+    assert all("changed=0" in line for line in recap), recap

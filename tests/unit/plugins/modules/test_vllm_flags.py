@@ -56,6 +56,23 @@ def test_an_absent_image_or_one_without_vllm_is_not_found_with_the_reason(run_mo
     assert not out["found"] and "could not be read" in out["reason"] and "python3: not found" in out["reason"]
 
 
+def test_an_image_without_vllm_is_read_once_and_a_failed_start_is_tried_again(run_module, cli, tmp_path, monkeypatch):
+    calls, state = cli
+    state["dump"] = ""
+    args = {"image": "img", "cache_dir": str(tmp_path)}
+    first, again = run_module(vllm_flags.main, args), run_module(vllm_flags.main, args)
+    assert not first["found"] and not first["cached"]
+    assert not again["found"] and again["cached"] and again["reason"] == first["reason"]
+    assert len([c for c in calls if "run" in c]) == 1
+    # A container that did not start says nothing about the image: not kept.
+    real = basic.AnsibleModule.run_command
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, a, **kw: (
+        (125, "", "Error: OCI runtime error") if "run" in a else real(self, a, **kw)))
+    other = {"image": "img", "cache_dir": str(tmp_path / "other")}
+    assert not run_module(vllm_flags.main, other)["found"]
+    assert not (tmp_path / "other").exists()
+
+
 def test_the_container_is_tried_first_then_the_image(run_module, cli, tmp_path, monkeypatch):
     calls, _ = cli
     real = basic.AnsibleModule.run_command
