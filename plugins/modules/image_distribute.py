@@ -28,6 +28,7 @@ author:
   - dgxspark.vllm contributors (@dgxspark)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.ssh
 attributes:
   check_mode:
     support: full
@@ -66,26 +67,6 @@ options:
     type: list
     elements: str
     default: [docker]
-  ssh_key:
-    description: Private key for the SSH connections to the workers.
-    type: str
-    default: ~/.ssh/dgxspark_node_trust_ed25519
-  ssh_known_hosts:
-    description: Known hosts file holding the workers' host keys.
-    type: str
-    default: ~/.ssh/dgxspark_known_hosts
-  ssh_port:
-    description: SSH port of the workers.
-    type: int
-    default: 22
-  ssh_strict:
-    description: Refuse unknown host keys (V(true)); V(false) accepts a new key once but still refuses a changed one.
-    type: bool
-    default: true
-  connect_timeout:
-    description: Seconds to wait for an SSH connection.
-    type: int
-    default: 10
   compress:
     description: Compress the stream with zstd (needs C(zstd) on this node and the workers); pays off on slow links only.
     type: bool
@@ -214,7 +195,7 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import ssh_argv
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
 from ansible_collections.dgxspark.vllm.plugins.module_utils._stream import relay
 from ansible_collections.dgxspark.vllm.plugins.module_utils._tarfilter import LayerFilter
 
@@ -288,11 +269,11 @@ class Distributor:
         self.module = module
         p = module.params
         self.ref, self.cli = p["ref"], p["container_cli"]
-        self.ssh = dict(key=p["ssh_key"], known_hosts=p["ssh_known_hosts"], port=p["ssh_port"],
-                        strict=p["ssh_strict"], connect_timeout=p["connect_timeout"])
+        self.ssh = dict(key=p["ssh_key"], known_hosts=p["known_hosts"], port=p["ssh_port"],
+                        host_key_checking=p["host_key_checking"], connect_timeout=p["connect_timeout"])
 
     def ssh_cmd(self, worker, command):
-        return ssh_argv(worker["host"], command, user=worker.get("user"), **self.ssh)
+        return _ssh.ssh_argv(worker["host"], command, user=worker.get("user"), **self.ssh)
 
     def local_image(self):
         """(ID, size in bytes, diff IDs of its layers) of the image here; Nones when it is not here."""
@@ -381,7 +362,8 @@ def run(module):
         if "ssh_error" in pr:
             problems.append("%s (%s): cannot run commands over SSH as %s with key %s and known hosts %s: %s. Set up node trust "
                             "(role dgxspark.vllm.node_trust) or fix the address." %
-                            (r["name"], r["host"], w.get("user") or "the current user", p["ssh_key"], p["ssh_known_hosts"], pr["ssh_error"]))
+                            (r["name"], r["host"], w.get("user") or "the current user", p["ssh_key"] or _ssh.DEFAULT_KEY,
+                             p["known_hosts"] or _ssh.DEFAULT_KNOWN_HOSTS, pr["ssh_error"]))
             continue
         if pr["error"]:
             problems.append("%s: %s image inspect failed: %s. Make the container CLI usable by the SSH user there (docker group) or "
@@ -481,11 +463,7 @@ def main():
                 user=dict(type="str"),
             )),
             container_cli=dict(type="list", elements="str", default=["docker"]),
-            ssh_key=dict(type="str", default="~/.ssh/dgxspark_node_trust_ed25519", no_log=False),
-            ssh_known_hosts=dict(type="str", default="~/.ssh/dgxspark_known_hosts"),
-            ssh_port=dict(type="int", default=22),
-            ssh_strict=dict(type="bool", default=True),
-            connect_timeout=dict(type="int", default=10),
+            **_ssh.ARGUMENT_SPEC,
             compress=dict(type="bool", default=False),
             layers=dict(type="bool", default=True),
             parallel=dict(type="int", default=4),

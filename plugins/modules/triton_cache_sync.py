@@ -22,8 +22,10 @@ description:
   - Destinations are independent; one that is down or refuses SSH fails alone, with a message; the others still sync.
   - With I(mode=union) the files a destination has and the source lacks are first fetched here (and verified),
     then the union goes to every destination.
-  - General enough for any folder, since I(required_kernels) is optional, so roles use it to copy and verify other trees
-    (e.g. Hugging Face model folders head to workers). The manifest code lives in C(plugins/module_utils/_manifest.py) for reuse.
+  - I(required_kernels) is optional, so it can copy and verify any tree (the third example); the collection's roles use it for
+    the Triton cache only. The manifest code lives in C(plugins/module_utils/_manifest.py), shared with M(dgxspark.vllm.model_cache).
+extends_documentation_fragment:
+  - dgxspark.vllm.ssh
 author:
   - dgxspark.vllm contributors (@dgxspark)
 attributes:
@@ -114,24 +116,6 @@ options:
       - For an unreadable I(src), run the task itself with C(become); pass I(ssh_key) and I(known_hosts) as absolute paths then.
     type: bool
     default: false
-  ssh_key:
-    description: Private key for SSH to the destinations.
-    type: path
-  ssh_port:
-    description: SSH port of the destinations.
-    type: int
-  known_hosts:
-    description: Known-hosts file holding the destinations' host keys (default the SSH client's own).
-    type: path
-  host_key_checking:
-    description: C(strict) accepts only known host keys; C(accept-new) adds unknown ones; C(off) checks nothing (not recommended).
-    type: str
-    choices: [strict, accept-new, "off"]
-    default: strict
-  connect_timeout:
-    description: Seconds to wait for an SSH connection.
-    type: int
-    default: 10
   rsync_opts:
     description: Extra rsync arguments (e.g. C(--bwlimit=100M)).
     type: list
@@ -159,8 +143,6 @@ EXAMPLES = r"""
     src: ~/.triton
     dest:
       - spark@192.168.100.11
-    ssh_key: ~/.ssh/dgxspark_node_trust_ed25519
-    known_hosts: ~/.ssh/dgxspark_known_hosts
     become: true
     required_kernels: [eagle_prepare_next, _nvfp4_write, update_regular_decode, rejection_sample]
 
@@ -269,9 +251,9 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _manifest as mf
-from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import CIPHERS, converse
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
+from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import converse
 
-HOST_KEY_CHECKING = {"strict": "yes", "accept-new": "accept-new", "off": "no"}
 
 
 class DestError(Exception):
@@ -303,23 +285,8 @@ class Node(object):
         return "%s@%s" % (self.user, self.host) if self.user else self.host
 
     def ssh_argv(self):
-        p = self.params
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=%d" % p["connect_timeout"],
-                "-o", "StrictHostKeyChecking=%s" % HOST_KEY_CHECKING[p["host_key_checking"]],
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-o", "LogLevel=ERROR",
-                "-o", "Ciphers=%s" % CIPHERS]
-        if p["known_hosts"]:
-            argv += ["-o", "UserKnownHostsFile=%s" % p["known_hosts"]]
-        elif p["host_key_checking"] == "off":
-            argv += ["-o", "UserKnownHostsFile=/dev/null"]
-        if p["ssh_key"]:
-            argv += ["-i", p["ssh_key"], "-o", "IdentitiesOnly=yes"]
-        if p["ssh_port"]:
-            argv += ["-p", str(p["ssh_port"])]
-        if self.control:
-            # One connection per destination for all its steps.
-            argv += ["-o", "ControlMaster=auto", "-o", "ControlPath=%s" % self.control, "-o", "ControlPersist=60"]
-        return argv
+        # One connection per destination for all its steps.
+        return _ssh.from_params(self.params, control_path=self.control)
 
     def sudo(self):
         return "sudo -n " if self.params["become"] else ""
@@ -366,7 +333,7 @@ def ssh_failure(node, stderr):
     hint = "check that the node is up and reachable"
     if "Host key verification failed" in stderr or "No ED25519 host key is known" in stderr or "host key" in stderr.lower():
         hint = "its host key is not in the known-hosts file: run the node_trust role (or ssh-keyscan it into %s)" % (
-            node.params["known_hosts"] or "~/.ssh/known_hosts")
+            node.params["known_hosts"] or _ssh.DEFAULT_KNOWN_HOSTS)
     elif "Permission denied" in stderr:
         hint = "the key is not authorized there: run the node_trust role, or check ssh_key and the user"
     elif "Connection refused" in stderr:
@@ -536,11 +503,7 @@ def main():
             owner=dict(type="str"),
             group=dict(type="str"),
             become=dict(type="bool", default=False),
-            ssh_key=dict(type="path"),
-            ssh_port=dict(type="int"),
-            known_hosts=dict(type="path"),
-            host_key_checking=dict(type="str", choices=["strict", "accept-new", "off"], default="strict"),
-            connect_timeout=dict(type="int", default=10),
+            **_ssh.ARGUMENT_SPEC,
             rsync_opts=dict(type="list", elements="str", default=[]),
             parallel=dict(type="int", default=0),
         ),

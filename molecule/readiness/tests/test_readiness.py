@@ -234,7 +234,7 @@ CASES = {
                       rf"From spark-head, no answer on TCP 22 at the fabric address of spark-worker-1 \({WORKER_FABRIC_IP}\)"),
     "ssh_refused": ([], {HEAD: "su spark -c \"ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/dgxspark_node_trust_ed25519\""},
                     {HEAD: "rm -f /home/spark/.ssh/dgxspark_node_trust_ed25519 /home/spark/.ssh/dgxspark_node_trust_ed25519.pub"},
-                    r"spark-head cannot log in non-interactively \(ssh -o BatchMode=yes, .*\) to: spark-worker-1"),
+                    r"spark-head cannot log in non-interactively \(ssh in batch mode, .*\) to: spark-worker-1"),
     "driver": ([], {WORKER: "mv /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi.sim && "
                     "cat > /usr/local/bin/nvidia-smi <<'EOF'\n" + OTHER_DRIVER_STANDIN + "EOF\n"
                     "chmod 0755 /usr/local/bin/nvidia-smi"},

@@ -29,8 +29,30 @@ def test_strict_by_default_with_key_and_known_hosts():
     assert argv[-3:] == ["--", "spark@10.0.0.2", "docker load"]
 
 
-def test_not_strict_accepts_new_keys_only():
-    assert opts(_ssh.ssh_base(strict=False))["StrictHostKeyChecking"] == "accept-new"
+def test_accept_new_accepts_new_keys_only_and_off_checks_nothing():
+    assert opts(_ssh.ssh_base(host_key_checking="accept-new"))["StrictHostKeyChecking"] == "accept-new"
+    off = opts(_ssh.ssh_base(host_key_checking="off"))
+    assert off["StrictHostKeyChecking"] == "no" and off["UserKnownHostsFile"] == "/dev/null"
+
+
+def test_empty_key_and_known_hosts_are_node_trusts_own():
+    argv = _ssh.ssh_base()
+    assert argv[argv.index("-i") + 1] == os.path.expanduser(_ssh.DEFAULT_KEY)
+    assert opts(argv)["UserKnownHostsFile"] == os.path.expanduser(_ssh.DEFAULT_KNOWN_HOSTS)
+
+
+def test_home_replaces_the_tilde_for_another_user_and_a_tilde_home_keeps_it_for_ssh():
+    argv = _ssh.ssh_base(key="~/k", home="/home/spark")
+    assert argv[argv.index("-i") + 1] == "/home/spark/k"
+    assert opts(argv)["UserKnownHostsFile"] == "/home/spark/.ssh/dgxspark_known_hosts"
+    argv = _ssh.ssh_base(home="~")
+    assert argv[argv.index("-i") + 1] == _ssh.DEFAULT_KEY
+
+
+def test_module_params_map_onto_the_same_options():
+    params = {"ssh_key": "/k", "known_hosts": "", "ssh_port": None, "host_key_checking": "strict", "connect_timeout": 7}
+    assert _ssh.from_params(params) == _ssh.ssh_base(key="/k", connect_timeout=7)
+    assert set(params) == set(_ssh.ARGUMENT_SPEC)
 
 
 def test_command_words_are_quoted_for_the_remote_shell():
