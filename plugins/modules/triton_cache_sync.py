@@ -255,7 +255,6 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
 from ansible_collections.dgxspark.vllm.plugins.module_utils._ssh import converse
 
 
-
 class DestError(Exception):
     """A destination failed; the message says why and what to do."""
 

@@ -178,5 +178,6 @@ def write_cache(module, cache, data):
         json.dump(data, handle)
     os.replace(tmp, cache)
 
+
 if __name__ == "__main__":
     main()
