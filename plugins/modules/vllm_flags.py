@@ -28,9 +28,10 @@ options:
     description: A container whose image is to be read (the Ray container the engine runs in), tried first.
     type: str
   container_cli:
-    description: The container CLI (C(docker), or C(podman)).
-    type: str
-    default: docker
+    description: The container CLI as a list of words, for example V([docker]), V([podman]) or V([sudo, docker]).
+    type: list
+    elements: str
+    default: [docker]
   cache_dir:
     description: Where flag sets are kept, one file per image ID.
     type: path
@@ -118,8 +119,8 @@ NO_VLLM = re.compile(r"No module named '?vllm'?|python3: (?:not found|No such fi
 def image_id(module, cli, image, container):
     """(ID, source, None) of the container's image when that container exists, else of the image; or (None, '', reason)."""
     reasons = []
-    for source, name, argv in (("container", container, [cli, "inspect", "--format", "{{.Image}}", container]),
-                               ("image", image, [cli, "image", "inspect", "--format", "{{.Id}}", image])):
+    for source, name, argv in (("container", container, cli + ["inspect", "--format", "{{.Image}}", container]),
+                               ("image", image, cli + ["image", "inspect", "--format", "{{.Id}}", image])):
         if not name:
             continue
         rc, out, err = module.run_command(argv)
@@ -135,7 +136,7 @@ def main():
         argument_spec=dict(
             image=dict(type="str"),
             container=dict(type="str"),
-            container_cli=dict(type="str", default="docker"),
+            container_cli=dict(type="list", elements="str", default=["docker"]),
             cache_dir=dict(type="path", default="/var/cache/dgxspark-vllm/vllm-flags"),
             timeout=dict(type="int", default=300),
         ),
@@ -154,8 +155,8 @@ def main():
             module.exit_json(changed=False, found=False, cached=True, image_id=ident, source=source, reason=flagset["reason"])
         module.exit_json(changed=False, found=True, cached=True, image_id=ident, source=source, flagset=flagset)
     # The bare hex ID: Docker and podman both take it (podman not always with the sha256: prefix).
-    argv = [p["container_cli"], "run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
-            "-c", _vllm_flags.DUMP_SCRIPT]
+    argv = p["container_cli"] + ["run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
+                                 "-c", _vllm_flags.DUMP_SCRIPT]
     rc, out, err = module.run_command(["timeout", str(p["timeout"])] + argv)
     flagset = _vllm_flags.parse_dump(out) if rc == 0 else None
     if flagset is None:

@@ -30,3 +30,11 @@ def test_public_variables_carry_the_role_prefix(role):
     defaults = _load(role / "defaults" / "main.yml")
     wrong = [k for k in defaults if not k.startswith(prefix)]
     assert not wrong, f"{role.name}: defaults without the '{prefix}' prefix: {wrong}"
+
+
+def test_the_container_cli_is_one_type_everywhere():
+    """Every role takes its container CLI as a list of words ([docker], [sudo, docker]), never as a string."""
+    clis = {k: v for role in ROLES for k, v in (_load(role / "defaults" / "main.yml") or {}).items()
+            if k.endswith("_container_cli")}
+    assert len(clis) >= 6, clis
+    assert all(v == ["docker"] for v in clis.values()), clis
