@@ -85,6 +85,18 @@ options:
     description: The nvidia-smi command.
     type: str
     default: nvidia-smi
+  watch_state:
+    description:
+      - The state file of the node's GPU watch (role C(dgxspark.vllm.gpu_watch)). Without a load command, a state whose
+        every GPU has a verdict over the watch's window and that is younger than O(watch_max_age) is taken instead of
+        sampling, because the watch has sampled these GPUs for longer, while they served, with the same classifier.
+      - A missing, unreadable, incomplete or stale state is ignored (the GPUs are sampled).
+    type: str
+    default: ""
+  watch_max_age:
+    description: Seconds since the watch's last sample after which its state is stale; 0 means three of its own intervals.
+    type: float
+    default: 0
 notes:
   - Run it while nothing else uses the GPUs (vLLM stopped) when a load is given, or the samples mix both workloads.
 """
@@ -179,6 +191,15 @@ gpus:
       description: Every sample of this GPU as parsed (field name to value; null for C([N/A])).
       type: list
       elements: dict
+source:
+  description: Where the verdicts come from, C(samples) (taken here) or C(watch) (the GPU watch's state, RV(watch_age_s) old).
+  returned: always
+  type: str
+  sample: samples
+watch_age_s:
+  description: Age of the GPU watch's state in seconds when RV(source) is C(watch), else null.
+  returned: always
+  type: float
 load:
   description: What the load command did.
   returned: always
@@ -207,6 +228,7 @@ summary:
   sample: ["GPU 0 NVIDIA GB10: wedged, SM 611 MHz (611-611), 10.1 W, 95% util, reasons: none"]
 """
 
+import json
 import os
 import tempfile
 import time
@@ -256,6 +278,35 @@ class Diagnosis:
         return all((row.get("utilization.gpu") or 0) >= self.params["busy_util_pct"] for row in rows)
 
 
+def from_watch(path, now, max_age):
+    """(gpus, summary, age) from a fresh GPU watch state at `path`, or None when it cannot stand in for sampling."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        age = now - float(state["updated_at"])
+        limit = max_age or 3 * float(state["interval"])
+        watched = sorted(state["gpus"].items(), key=lambda item: int(item[0]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not watched or not 0 <= age <= limit or any("state" not in g for g in dict(watched).values()):
+        return None
+    why_wedged = {str(f["gpu"]): f["why"] for f in state.get("findings", []) if f.get("finding") == "wedged"}
+    gpus, summary = [], []
+    for index, g in watched:
+        wedged = index in why_wedged
+        verdict = dict(
+            index=int(index), name=g.get("name"), uuid=g.get("uuid"), state=smi.WEDGED if wedged else g["state"],
+            why=why_wedged[index] if wedged else "%s over the GPU watch's window" % g["state"],
+            sm_clock_mhz=g.get("sm_clock_mhz"), sm_clock_min_mhz=g.get("sm_clock_mhz"), sm_clock_max_mhz=g.get("sm_clock_mhz"),
+            power_w=g.get("power_w"), utilization_pct=g.get("utilization_pct"), pstates=[g["pstate"]] if g.get("pstate") else [],
+            reasons=g.get("reasons", []), samples=0, raw=[])
+        gpus.append(verdict)
+        summary.append("GPU %s %s: %s, SM %s MHz, %s W, %s%% util (GPU watch, %.0f s ago): %s" % (
+            verdict["index"], verdict["name"], verdict["state"], verdict["sm_clock_mhz"], verdict["power_w"],
+            verdict["utilization_pct"], age, verdict["why"]))
+    return gpus, summary, round(age, 1)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -270,6 +321,8 @@ def main():
             ignored_reasons=dict(type="list", elements="str",
                                  default=["Idle", "Applications Clocks Setting", "Display Clock Setting"]),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
+            watch_state=dict(type="str", default=""),
+            watch_max_age=dict(type="float", default=0.0),
         ),
         supports_check_mode=True,
     )
@@ -278,10 +331,15 @@ def main():
         module.fail_json(msg="samples must be at least 2 (a pinned clock is one value over several samples), got %s" % p["samples"])
     if p["interval"] <= 0:
         module.fail_json(msg="interval must be positive, got %s" % p["interval"])
+    load = dict(ran=False, busy_after_s=None, exited_early=False, rc=None, output_tail="")
+    if not p["load_command"] and p["watch_state"]:
+        watched = from_watch(p["watch_state"], time.time(), p["watch_max_age"])
+        if watched:
+            gpus, summary, age = watched
+            module.exit_json(changed=False, gpus=gpus, load=load, summary=summary, source="watch", watch_age_s=age)
     diag = Diagnosis(module)
     diag.sample()  # nvidia-smi works and sees a GPU, before any load starts
 
-    load = dict(ran=False, busy_after_s=None, exited_early=False, rc=None, output_tail="")
     proc = None
     output = tempfile.TemporaryFile()
     samples = []
@@ -339,7 +397,7 @@ def main():
         elif verdict["state"] == smi.IDLE and load["ran"]:
             module.warn("GPU %s stayed idle under the load command (%s): its clocks were not judged; "
                         "check that the load reaches the GPU" % (verdict["index"], verdict["why"]))
-    module.exit_json(changed=False, gpus=gpus, load=load, summary=summary)
+    module.exit_json(changed=False, gpus=gpus, load=load, summary=summary, source="samples", watch_age_s=None)
 
 
 if __name__ == "__main__":

@@ -95,18 +95,23 @@ def test_gpu_the_load_does_not_reach_is_idle_with_a_warning(worker_gpu):
     assert f"Slowest node: {HEAD}" in out
 
 
-def test_no_load_while_serving_runs(worker_gpu):
-    # A wedged GPU reads idle without a load: if the role started its load here, the play would fail.
-    worker_gpu("wedged")
-    host = node(WORKER)
+def serving_standin(host):
+    """A container named as the engine's (a sleep in a rootfs of its own), so the role sees serving running."""
     rootfs = "/tmp/serving-standin-rootfs"
     host.check_output(f"sudo mkdir -p {rootfs}/usr/bin && sudo cp /usr/bin/sleep {rootfs}/usr/bin/ && "
                       f"for f in $(ldd /usr/bin/sleep | grep -o '/[^ ]*'); do sudo cp --parents $f {rootfs}; done && "
                       f"sudo docker run -d --name dgxspark-vllm --rootfs {rootfs} /usr/bin/sleep 300")
+    return lambda: host.run(f"sudo docker rm -f -t 0 dgxspark-vllm; sudo rm -rf {rootfs}")
+
+
+def test_no_load_while_serving_runs(worker_gpu):
+    # A wedged GPU reads idle without a load: if the role started its load here, the play would fail.
+    worker_gpu("wedged")
+    remove = serving_standin(node(WORKER))
     try:
         rc, out = playbook()
     finally:
-        host.run(f"sudo docker rm -f -t 0 dgxspark-vllm; sudo rm -rf {rootfs}")
+        remove()
     assert rc == 0, out
     assert f"dgxspark-vllm running on {WORKER}: no load is started" in out
     assert f"{WORKER} GPU 0 NVIDIA GB10: idle" in out
@@ -182,3 +187,26 @@ def test_a_rank_spinning_while_the_other_node_idles_is_named_a_stuck_collective(
     rc, out = diagnose(tmp_path)
     assert rc == 0, out
     assert f"Stuck collective: {HEAD} GPU 0 busy (" in out and f"while {WORKER} is idle" in out, out
+
+
+def test_while_serving_the_check_takes_the_watchs_verdict_and_fails_on_its_wedge(worker_gpu):
+    """With serving running, gpu_health reads the node's GPU watch (fresh, judged over its window under the
+    real load) instead of sampling for seconds: a wedge the watch saw fails the check with the remedy."""
+    host = node(WORKER)
+    host.check_output("sudo sh -c 'nohup gpu-burn-standin 120 >/dev/null 2>&1 &'")
+    remove = serving_standin(host)
+    try:
+        worker_gpu("wedged")
+        wait_for_finding(WORKER, "wedged")
+        rc, out = playbook()
+    finally:
+        remove()
+        host.run("sudo pkill -f gpu-burn-standin")
+    assert rc != 0, out
+    assert f"{WORKER} GPU 0 NVIDIA GB10: wedged, SM 611 MHz" in out and "(GPU watch," in out, out
+    assert f"Wedged GPU clock on {WORKER}" in out and "for 6 s" in out and "AC power-cycle" in out, out
+    assert f"{HEAD} GPU 0 NVIDIA GB10: healthy" in out  # the head, not serving, was loaded and sampled
+    worker_gpu("healthy")
+    deadline = time.monotonic() + 60
+    while watch_state(WORKER)["findings"] and time.monotonic() < deadline:
+        time.sleep(1)

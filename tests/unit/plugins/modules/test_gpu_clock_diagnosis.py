@@ -1,10 +1,13 @@
 """gpu_clock_diagnosis end to end on this machine: a fake nvidia-smi replays fixture outputs,
 loaded ones while the module's load command runs (it leaves a marker file)."""
+import json
 import pathlib
 import sys
+import time
 
 import pytest
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gpu_watch as watch
 from ansible_collections.dgxspark.vllm.plugins.modules import gpu_clock_diagnosis
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi"
@@ -130,3 +133,41 @@ def test_real_h200_outputs_under_load_read_healthy_at_the_power_cap(gpu, run):
 def test_real_h200_outputs_without_load_read_idle(gpu, run):
     out = run(**gpu("load", load=False, gpu_model="h200"))
     assert out["gpus"][0]["state"] == "idle" and out["gpus"][0]["sm_clock_mhz"] == 345
+
+
+def watch_state(path, clock, power, util, age, interval=10.0, samples=5):
+    """The state file the GPU watch daemon writes, from the watch's own judgement of `samples` readings."""
+    window, now = watch.Window(wedge_seconds=30, stuck_seconds=60), time.time() - age
+    start = now - (samples - 1) * interval
+    for i in range(samples):
+        window.add(start + i * interval, watch.parse_sample("0, GPU-x, NVIDIA GB10, P0, %s, %s, %s, 0x0" % (clock, power, util)))
+    state = dict(window.judge(now), node="spark-head", updated_at=now, interval=interval, source="nvml")
+    path.write_text(json.dumps(state))
+    return str(path)
+
+
+def test_while_serving_a_fresh_watch_state_stands_in_for_sampling(gpu, run, tmp_path):
+    state = watch_state(tmp_path / "state.json", 611, 10.1, 95, age=5)
+    # nvidia-smi is never run: the watch has already judged these GPUs (for longer, with the same classifier).
+    out = run(**gpu("healthy", load=False, nvidia_smi=str(tmp_path / "absent"), watch_state=state))
+    assert not out["failed"], out.get("msg")
+    assert out["source"] == "watch" and 4 < out["watch_age_s"] < 30
+    (verdict,) = out["gpus"]
+    assert verdict["state"] == "wedged" and "pinned at 611 MHz" in verdict["why"] and verdict["sm_clock_mhz"] == 611
+    assert "GPU watch" in out["summary"][0]
+
+
+@pytest.mark.parametrize("age, load, samples", [(45, False, 5), (5, True, 5), (5, False, 2)])
+def test_a_stale_or_unjudged_watch_state_or_a_load_means_sampling(gpu, run, tmp_path, age, load, samples):
+    # Stale: older than three of its intervals; a load asks for a fresh reading; too few samples: no verdict yet.
+    state = watch_state(tmp_path / "state.json", 611, 10.1, 95, age=age, samples=samples)
+    out = run(**gpu("healthy", load=load, watch_state=state))
+    assert not out["failed"], out.get("msg")
+    assert out["source"] == "samples" and out["watch_age_s"] is None
+    assert out["gpus"][0]["state"] == ("healthy" if load else "idle")
+
+
+def test_an_unreadable_watch_state_means_sampling(gpu, run, tmp_path):
+    (tmp_path / "state.json").write_text("{not json")
+    out = run(**gpu("healthy", load=False, watch_state=str(tmp_path / "state.json")))
+    assert out["source"] == "samples" and out["gpus"][0]["state"] == "idle"
