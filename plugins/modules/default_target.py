@@ -30,7 +30,7 @@ attributes:
     support: full
   diff_mode:
     support: full
-    details: The diff shows the default target and the active target before and after.
+    details: The diff shows the default target, the active target and the services the switch stops.
   idempotent:
     description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
@@ -64,6 +64,14 @@ isolated:
   description: Whether the running system was (or, in check mode, would be) switched to the target.
   returned: always
   type: bool
+stopped_units:
+  description:
+    - The services that were running before the switch and are not after it.
+    - In check mode, those the switch would stop (running, not wanted by the target, not ignoring isolate).
+  returned: always
+  type: list
+  elements: str
+  sample: [gdm.service]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -80,6 +88,29 @@ def _systemctl(module, *args, check_rc=True):
 
 def _active(module, unit):
     return _systemctl(module, "is-active", unit, check_rc=False)[1] == "active"
+
+
+def _running_services(module):
+    out = _systemctl(module, "list-units", "--type=service", "--state=running", "--plain", "--no-legend",
+                     "--no-pager")[1]
+    return set(line.split()[0] for line in out.splitlines() if line.split())
+
+
+def _would_stop(module, target, running):
+    """The running services an isolate to target stops: not in its dependency closure, not ignoring isolate."""
+    out = _systemctl(module, "list-dependencies", "--plain", "--no-pager", target)[1]
+    # --plain still marks each unit's state with a dot on newer systemd: the unit is the last word.
+    kept = set(line.split()[-1] for line in out.splitlines() if line.split())
+    candidates = sorted(running - kept)
+    if not candidates:
+        return []
+    out = _systemctl(module, "show", "--property=Id,IgnoreOnIsolate", *candidates)[1]
+    ignoring = set()
+    for block in out.split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if props.get("IgnoreOnIsolate") == "yes":
+            ignoring.add(props.get("Id"))
+    return [u for u in candidates if u not in ignoring]
 
 
 def main():
@@ -100,19 +131,27 @@ def main():
         not _active(module, target) or (target != GRAPHICAL and _active(module, GRAPHICAL)))
     graphical_before = "active" if _active(module, GRAPHICAL) else "inactive"
 
+    stopped = []
+    if isolate:
+        running = _running_services(module)
+        if module.check_mode:
+            stopped = _would_stop(module, target, running)
     if not module.check_mode:
         if set_default:
             _systemctl(module, "set-default", target)
         if isolate:
             _systemctl(module, "isolate", target)
+            stopped = sorted(running - _running_services(module))
 
     changed = set_default or isolate
-    result = dict(changed=changed, default_before=before, default_after=target, isolated=isolate)
+    result = dict(changed=changed, default_before=before, default_after=target, isolated=isolate,
+                  stopped_units=stopped)
     if module._diff:
         graphical_after = "inactive" if isolate and target != GRAPHICAL else graphical_before
         result["diff"] = dict(
             before=f"default: {before}\n{GRAPHICAL}: {graphical_before}\n",
-            after=f"default: {target}\n{GRAPHICAL}: {graphical_after}\n",
+            after=f"default: {target}\n{GRAPHICAL}: {graphical_after}\n"
+                  + "".join(f"stopped: {u}\n" for u in stopped),
             before_header="systemd targets", after_header="systemd targets")
     module.exit_json(**result)
 

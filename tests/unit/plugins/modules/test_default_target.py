@@ -6,7 +6,12 @@ from ansible_collections.dgxspark.vllm.plugins.modules import default_target
 
 
 class FakeSystemd:
-    """systemctl with a default target and a set of active units; records what ran."""
+    """systemctl with a default target and a set of active units; records what ran.
+
+    An isolate keeps the target, the services it wants (WANTS) and those that ignore isolate (IGNORING)."""
+
+    WANTS = {"multi-user.target": ["sshd.service", "dgxspark-vllm.service"]}
+    IGNORING = {"systemd-journald.service"}
 
     def __init__(self, default, active):
         self.default = default
@@ -25,8 +30,16 @@ class FakeSystemd:
             self.default = verb[1]
             return 0, "", ""
         if verb[0] == "isolate":
-            self.active = {verb[1]}
+            kept = set(self.WANTS.get(verb[1], [])) | self.IGNORING
+            self.active = {verb[1]} | (self.active & kept)
             return 0, "", ""
+        if verb[0] == "list-units":
+            return 0, "".join(f"{u} loaded active running x\n" for u in sorted(self.active) if u.endswith(".service")), ""
+        if verb[0] == "list-dependencies":
+            return 0, verb[-1] + "\n" + "".join(f"  \u25cf {u}\n" for u in self.WANTS.get(verb[-1], [])), ""
+        if verb[0] == "show":
+            return 0, "\n\n".join(f"Id={u}\nIgnoreOnIsolate={'yes' if u in self.IGNORING else 'no'}"
+                                    for u in verb[2:]) + "\n", ""
         raise AssertionError(f"unexpected systemctl {verb}")
 
     def writes(self):
@@ -44,6 +57,8 @@ def systemd(monkeypatch):
 
 
 DESKTOP = ["graphical.target", "multi-user.target", "display-manager.service"]
+# A desktop node that also runs a server started by hand, sshd, the engine and the journal.
+BUSY = DESKTOP + ["fleet-server.service", "sshd.service", "dgxspark-vllm.service", "systemd-journald.service"]
 
 
 def test_desktop_node_is_switched(run_module, systemd):
@@ -91,3 +106,25 @@ def test_rejects_a_non_target(run_module, systemd):
     systemd("graphical.target", DESKTOP)
     exc = run_module(default_target.main, {"target": "gdm.service"})
     assert exc["failed"] and "NAME.target" in exc["msg"]
+
+
+def test_the_switch_names_the_services_it_stopped(run_module, systemd):
+    fake = systemd("graphical.target", BUSY)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True})
+    assert result["stopped_units"] == ["display-manager.service", "fleet-server.service"]
+    assert "fleet-server.service" not in fake.active and "sshd.service" in fake.active
+
+
+def test_check_mode_names_the_services_the_switch_would_stop(run_module, systemd):
+    fake = systemd("graphical.target", BUSY)
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True,
+                                              "_ansible_check_mode": True, "_ansible_diff": True})
+    assert result["stopped_units"] == ["display-manager.service", "fleet-server.service"]
+    assert "stopped: fleet-server.service" in result["diff"]["after"]
+    assert fake.writes() == [] and "fleet-server.service" in fake.active
+
+
+def test_no_switch_stops_nothing(run_module, systemd):
+    systemd("multi-user.target", ["multi-user.target", "fleet-server.service"])
+    result = run_module(default_target.main, {"target": "multi-user.target", "isolate": True})
+    assert result["stopped_units"] == [] and not result["isolated"]
