@@ -124,6 +124,7 @@ def classify(samples, reasons_seen, min_clock_mhz=1200, busy_util_pct=50, pinned
     """Classify one GPU from its samples taken together (one dict per sample, QUERY_FIELDS keys).
 
     - idle: the GPU was not busy (median utilization below busy_util_pct): clocks say nothing.
+      A busy GPU's clock and power figures come from its samples at or above busy_util_pct.
     - healthy: busy and the median SM clock at or above min_clock_mhz.
     - throttled: busy, slow, and a slowdown reason was active (or the slow clock moves around
       without any reason: reported as throttled with reason "none reported").
@@ -133,21 +134,27 @@ def classify(samples, reasons_seen, min_clock_mhz=1200, busy_util_pct=50, pinned
     """
     if not samples:
         raise ValueError("no samples to classify")
-    clocks = [s.get("clocks.sm") for s in samples if s.get("clocks.sm") is not None]
-    if not clocks:
+    if not any(s.get("clocks.sm") is not None for s in samples):
         raise ValueError("nvidia-smi reported no SM clock (clocks.sm is N/A)")
+    util = _median([s.get("utilization.gpu") for s in samples])
+    # A busy GPU is judged on its samples under load: a gap in the load reads idle (208 MHz, ~4.5 W on a
+    # GB10) and would give a pinned clock a spread, and a low power, that it never had under load.
+    judged = samples
+    if util is not None and util >= busy_util_pct:
+        judged = [s for s in samples if (s.get("utilization.gpu") or 0) >= busy_util_pct
+                  and s.get("clocks.sm") is not None] or samples
+    clocks = [s.get("clocks.sm") for s in judged if s.get("clocks.sm") is not None]
     figures = {
         "sm_clock_mhz": _median(clocks),
         "sm_clock_min_mhz": min(clocks),
         "sm_clock_max_mhz": max(clocks),
-        "power_w": _median([s.get("power.draw") for s in samples]),
-        "utilization_pct": _median([s.get("utilization.gpu") for s in samples]),
+        "power_w": _median([s.get("power.draw") for s in judged]),
+        "utilization_pct": util,
         "pstates": sorted({s.get("pstate") for s in samples if s.get("pstate")}),
         "reasons": sorted(reasons_seen),
         "samples": len(samples),
     }
     spread = figures["sm_clock_max_mhz"] - figures["sm_clock_min_mhz"]
-    util = figures["utilization_pct"]
     if util is None or util < busy_util_pct:
         state, why = IDLE, "utilization %s%% is below %s%%: the GPU was not under load, clocks not judged" % (util, busy_util_pct)
     elif figures["sm_clock_mhz"] >= min_clock_mhz:

@@ -154,15 +154,15 @@ gpus:
       type: str
       sample: SM clock pinned at 611 MHz (spread 0 MHz over 5 samples) under 95% load at 10.1 W with no active reason
     sm_clock_mhz:
-      description: Median SM clock over the samples (MHz).
+      description: Median SM clock over the samples (MHz); of a busy GPU, over its samples under load.
       type: float
       sample: 611
     sm_clock_min_mhz:
-      description: Lowest SM clock sampled (MHz).
+      description: Lowest SM clock sampled (MHz); of a busy GPU, under load.
       type: int
       sample: 611
     sm_clock_max_mhz:
-      description: Highest SM clock sampled (MHz).
+      description: Highest SM clock sampled (MHz); of a busy GPU, under load.
       type: int
       sample: 611
     power_w:

@@ -168,3 +168,21 @@ def test_an_even_number_of_samples_keeps_whole_clocks_whole():
     assert "pinned at 611 MHz" in verdict["why"]
     rows = [dict(rows[0], **{"clocks.sm": c, "utilization.gpu": 99, "power.draw": 60}) for c in (2400, 2405)]
     assert smi.classify(rows, set())["sm_clock_mhz"] == 2402.5
+
+
+def test_a_wedged_gpu_with_gaps_in_its_load_is_still_wedged():
+    # A decode load with pauses between steps: some samples read idle (208 MHz, P8, ~4.5 W). Judged on
+    # every sample the clock "varies 208-611 MHz" and reads throttled; under load it is pinned at 611.
+    rows, reasons = gb10("wedged_load")
+    idle_rows, _ = gb10("idle")
+    mixed = rows + idle_rows[:max(1, len(rows) // 2 - 1)]
+    verdict = smi.classify(mixed, reasons)
+    assert verdict["state"] == smi.WEDGED, verdict["why"]
+    assert (verdict["sm_clock_min_mhz"], verdict["sm_clock_max_mhz"]) == (611, 611)
+    assert verdict["samples"] == len(mixed)
+
+
+def test_a_mostly_idle_gpu_stays_idle_whatever_its_busy_samples_read():
+    rows, reasons = gb10("wedged_load")
+    idle_rows, _ = gb10("idle")
+    assert smi.classify(idle_rows * 3 + rows[:1], reasons)["state"] == smi.IDLE
