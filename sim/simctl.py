@@ -225,6 +225,10 @@ def start_node(cluster, node, image, archives, model, gpu_state):
         if run(PODMAN + ["container", "exists", c], check=False, capture=True).returncode != 0:
             break
         time.sleep(2)
+    # A fresh node has a fresh disk: a volume left by a node that was killed mid-write (an image
+    # half streamed) would hand the new node's container storage layers that are not there.
+    run(PODMAN + ["volume", "rm", "-f", f"{c}-containers"], capture=True)
+    run(PODMAN + ["volume", "create", "--label", f"dgxspark-sim={cluster}", f"{c}-containers"], capture=True)
     run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
                   "--systemd=always", *ULIMITS,
                   # A DGX OS node's /dev/shm is half its memory; vLLM's ranks share it (--ipc host).
@@ -304,7 +308,11 @@ def cmd_down(args):
             if res.returncode == 0:
                 break
             time.sleep(5)
-        run(PODMAN + ["volume", "rm", "-f", *[f"{n}-containers" for n in names]], check=False, capture=True)
+    # Volumes by label, so those of nodes already gone (a run killed mid-destroy) go too.
+    volumes = run(PODMAN + ["volume", "ls", "-q", "--filter", f"label=dgxspark-sim={args.cluster}"],
+                  capture=True).stdout.split()
+    if volumes:
+        run(PODMAN + ["volume", "rm", "-f", *volumes], check=False, capture=True)
     for net in ("mgmt", "fabric"):
         run(PODMAN + ["network", "rm", "-f", f"{args.cluster}-{net}"], check=False, capture=True)
     log(f"cluster {args.cluster}: removed {len(names)} nodes")
