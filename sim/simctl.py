@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Simulated DGX Spark cluster for tests: podman containers with systemd and sshd.
+"""Simulated DGX Spark cluster for tests: podman containers with systemd, sshd and Docker Engine.
 
 Test harness only. The roles never see this script; they see an inventory with
 addresses, an SSH key and a few variables a real user could set as well.
@@ -91,15 +91,17 @@ def digest(*parts):
     return h.hexdigest()[:16]
 
 
-def base_image():
-    tag = "localhost/dgxspark-sim-base:" + digest("bookworm", BASE_PACKAGES)
+def base_image(suite="bookworm"):
+    """A minimal Debian of this suite as an image (the nodes: trixie, for Docker Engine 26; the nested
+    serving and engine images: bookworm)."""
+    tag = "localhost/dgxspark-sim-base:" + digest(suite, BASE_PACKAGES)
     if image_exists(tag):
         return tag
-    root = CACHE / "rootfs-build"
+    root = CACHE / f"rootfs-build-{suite}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    log(f"debootstrap bookworm -> {tag} (about a minute)")
-    run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(root), MIRROR],
+    log(f"debootstrap {suite} -> {tag} (a minute or two)")
+    run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", suite, str(root), MIRROR],
         stdout=subprocess.DEVNULL)
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     run(PODMAN + ["import", "-", tag], stdin=tar.stdout, stdout=subprocess.DEVNULL)
@@ -173,7 +175,8 @@ def engine_image(base):
 def cmd_build(_args=None):
     """Build (or find cached) node image, serving archives and tiny model; return them."""
     base = base_image()
-    node = build(SIM_DIR / "node", "dgxspark-sim-node", base)
+    # Docker Engine as on DGX OS (Docker 25+: `docker save` writes the OCI layout); Debian 12's is 20.10.
+    node = build(SIM_DIR / "node", "dgxspark-sim-node", base_image("trixie"))
     archives = {"serving": serving_image(base)}
     archives["engine"], model = engine_image(base)
     if not SSH_KEY.exists():
@@ -227,14 +230,15 @@ def start_node(cluster, node, image, archives, model, gpu_state):
         time.sleep(2)
     # A fresh node has a fresh disk: a volume left by a node that was killed mid-write (an image
     # half streamed) would hand the new node's container storage layers that are not there.
-    run(PODMAN + ["volume", "rm", "-f", f"{c}-containers"], capture=True)
-    run(PODMAN + ["volume", "create", "--label", f"dgxspark-sim={cluster}", f"{c}-containers"], capture=True)
+    run(PODMAN + ["volume", "rm", "-f", f"{c}-docker"], capture=True)
+    run(PODMAN + ["volume", "create", "--label", f"dgxspark-sim={cluster}", f"{c}-docker"], capture=True)
     run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
                   "--systemd=always", *ULIMITS,
                   # A DGX OS node's /dev/shm is half its memory; vLLM's ranks share it (--ipc host).
                   "--shm-size", "1g",
                   "-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup:rw",
-                  "-v", f"{c}-containers:/var/lib/containers",
+                  # Docker's overlay2 needs a file system that is not itself overlay.
+                  "-v", f"{c}-docker:/var/lib/docker",
                   # The serving test image as an archive on each node, where a user's
                   # own image archive would be (the image role's `load` source).
                   "-v", f"{archives['serving']}:{SERVING_ARCHIVE}:ro",

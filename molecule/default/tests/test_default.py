@@ -27,7 +27,7 @@ def test_systemd_runs_and_node_answers_as_itself(name):
 @pytest.mark.parametrize("name", NODES)
 def test_nested_docker_run(name):
     host = node(name)
-    if host.run(f"sudo docker image exists {SERVING_IMAGE}").rc != 0:
+    if host.run(f"sudo docker image inspect {SERVING_IMAGE} >/dev/null 2>&1").rc != 0:
         host.check_output(f"sudo docker load -q -i {SERVING_ARCHIVE}")
     out = host.run(f"sudo docker run --rm --network host {SERVING_IMAGE} "
                    "python3 -c 'import ray; print(\"nested ok\", ray.__version__)'")

@@ -96,12 +96,14 @@ def test_gpu_the_load_does_not_reach_is_idle_with_a_warning(worker_gpu):
 
 
 def serving_standin(host):
-    """A container named as the engine's (a sleep in a rootfs of its own), so the role sees serving running."""
+    """A container named as the engine's (a sleep in an image of its own), so the role sees serving running."""
     rootfs = "/tmp/serving-standin-rootfs"
     host.check_output(f"sudo mkdir -p {rootfs}/usr/bin && sudo cp /usr/bin/sleep {rootfs}/usr/bin/ && "
                       f"for f in $(ldd /usr/bin/sleep | grep -o '/[^ ]*'); do sudo cp --parents $f {rootfs}; done && "
-                      f"sudo docker run -d --name dgxspark-vllm --rootfs {rootfs} /usr/bin/sleep 300")
-    return lambda: host.run(f"sudo docker rm -f -t 0 dgxspark-vllm; sudo rm -rf {rootfs}")
+                      f"sudo tar -C {rootfs} -c . | sudo docker import -q - localhost/serving-standin:sleep && "
+                      "sudo docker run -d --name dgxspark-vllm localhost/serving-standin:sleep /usr/bin/sleep 300")
+    return lambda: host.run(f"sudo docker rm -f -t 0 dgxspark-vllm; sudo docker rmi localhost/serving-standin:sleep; "
+                            f"sudo rm -rf {rootfs}")
 
 
 def test_no_load_while_serving_runs(worker_gpu):

@@ -16,8 +16,8 @@ INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
 SCENARIO = pathlib.Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
 REF = "localhost/dgxspark-sim-serving:latest"
-CLI = "sudo docker"
-STORAGE = "/var/lib/containers"
+CLI = "docker"  # the admin user is in the docker group, as on DGX OS
+STORAGE = "/var/lib/docker"
 
 
 def node(name):

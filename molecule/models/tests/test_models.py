@@ -132,7 +132,7 @@ def test_hub_download_failure_is_named_and_the_token_never_shown():
     head = node("spark-head")
     model = MODELS[1]
     image = "localhost/dgxspark-sim-serving:latest"
-    if head.run(f"sudo docker image exists {image}").rc != 0:
+    if head.run(f"sudo docker image inspect {image} >/dev/null 2>&1").rc != 0:
         head.check_output("sudo docker load -q -i /srv/dgxspark-sim/serving-image.tar")
     head.run(f"rm -rf {folder(model)}")
     secret = "hf_TESTTOKEN0123456789"
