@@ -168,6 +168,11 @@ def start_node_again(container, mgmt_ip, timeout=240):
 SIM_GROUP_VARS = PROJECT / "inventories" / "sim" / "group_vars"
 
 
+def sim_var(name, group="spark"):
+    """A variable the sim inventory sets for a group (inventories/sim/group_vars/GROUP.yml)."""
+    return yaml.safe_load((SIM_GROUP_VARS / f"{group}.yml").read_text())[name]
+
+
 def real_engine_vars():
     """The settings of the sim's real-engine group (inventories/sim/group_vars/sim_real_engine.yml)."""
     return yaml.safe_load((SIM_GROUP_VARS / "sim_real_engine.yml").read_text())

@@ -173,7 +173,9 @@ def died(start, now):
     if now.get("InvocationID") != start.get("InvocationID") or now.get("NRestarts") != start.get("NRestarts"):
         return "it exited and systemd restarted it"
     if now.get("ActiveState") in ("failed", "inactive") or now.get("SubState") == "auto-restart":
-        return "it exited (%s)" % now.get("Result", now.get("SubState"))
+        # systemd's Result reads "success" while a restart is pending even when the process failed.
+        result = now.get("Result")
+        return "it exited (%s)" % (result if result not in (None, "", "success") else now.get("SubState"))
     return None
 
 

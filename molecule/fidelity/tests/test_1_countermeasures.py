@@ -79,6 +79,23 @@ def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
         assert var in out, var
 
 
+def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_change():
+    res = sc.playbook("site.yml", "--tags", "preflight", "-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert "GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node" in out and "It comes from ray_cluster_env" in out
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
+def test_without_the_interface_check_gloo_fails_every_rank():
+    # The same name given past the check (raw docker run arguments, which it does not read): the real
+    # ranks' gloo refuses it at their first collective, and the health wait names it.
+    run_args = sc.sim_var("ray_cluster_extra_run_args") + ["--env", "GLOO_SOCKET_IFNAME=enp9s0"]
+    out = run_and_record("gloo_interface_missing", "site.yml", "--tags", "ray_cluster,serve",
+                         "-e", json.dumps({"ray_cluster_extra_run_args": run_args}))
+    assert "Unable to find address for: enp9s0" in out, out[-4000:]
+
+
 def test_rays_default_object_store_takes_the_memory_the_engine_needs():
     out = run_and_record("ray_default_object_store", "site.yml", "--tags", "ray_cluster,serve",
                          "-e", "ray_cluster_object_store_memory=0")

@@ -115,3 +115,12 @@ def test_reason_skips_the_wrappers_around_the_root_cause():
            "RuntimeError: Engine core initialization failed. See root cause above.\n")
     assert engine_health.reason(log).startswith("RuntimeError: dgxspark-sim (modelled): the rank on 10.0.0.2")
     assert engine_health.reason("no error here") == ""
+
+
+def test_a_pending_restart_reads_as_such_not_as_success():
+    # systemd keeps Result=success while a restart is scheduled, even after a failed process.
+    start = {"InvocationID": "a", "NRestarts": "0", "ActiveState": "active", "SubState": "running"}
+    now = dict(start, ActiveState="activating", SubState="auto-restart", Result="success")
+    assert engine_health.died(start, now) == "it exited (auto-restart)"
+    assert engine_health.died(start, dict(now, Result="exit-code")) == "it exited (exit-code)"
+    assert engine_health.died(start, start) is None
