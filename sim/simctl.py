@@ -156,6 +156,9 @@ def engine_image(base):
         raise SystemExit(f"[sim] {WHEELS} is missing: the engine image installs the CPU build of torch from the "
                          "wheel this kind of machine keeps there")
     shutil.copy("/etc/ssl/certs/ca-certificates.crt", SIM_DIR / "engine" / "ca-certificates.crt")
+    # The engine plugin models a GB10's KV budget with the collection's own memory plan: the same file.
+    shutil.copy(SIM_DIR.parent / "plugins" / "module_utils" / "_memory_plan.py",
+                SIM_DIR / "engine" / "plugin" / "dgxspark_sim_vllm" / "_memory_plan.py")
     tag = build(SIM_DIR / "engine", "dgxspark-sim-vllm", base, ["--volume", f"{WHEELS}:{WHEELS}:ro"])
     model = CACHE / "models" / f"tiny-{tag.rsplit(':', 1)[1]}"
     if not model.is_dir():

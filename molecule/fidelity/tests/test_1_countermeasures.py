@@ -96,6 +96,22 @@ def test_without_the_interface_check_gloo_fails_every_rank():
     assert "Unable to find address for: enp9s0" in out, out[-4000:]
 
 
+def test_a_utilization_that_leaves_no_kv_cache_is_stopped_in_preflight_before_any_change():
+    res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert "vLLM would refuse to start (No available memory for the cache blocks" in out, out[-3000:]
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
+def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks():
+    # Past preflight, the real engine's own KV check refuses what a GB10 would have left at util 0.85
+    # (the weights and overheads take more than 0.85 of it; modelled by the sim plugin).
+    out = run_and_record("kv_cache_no_memory", "site.yml", "--tags", "ray_cluster,serve",
+                         *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
+    assert "Reason: ValueError: No available memory for the cache blocks" in out, out[-4000:]
+
+
 def test_rays_default_object_store_takes_the_memory_the_engine_needs():
     out = run_and_record("ray_default_object_store", "site.yml", "--tags", "ray_cluster,serve",
                          "-e", "ray_cluster_object_store_memory=0")

@@ -27,7 +27,10 @@ figure it produces is modelled, not measured.
 * Memory: a GB10's free memory at start, less the desktop the node's display manager
   holds and what Ray's object store takes beyond the launcher's 1 GiB (the same unified
   memory): vLLM's startup check refuses a utilization above it, as on the field report's
-  head with a desktop at util 0.93.
+  head with a desktop at util 0.93. Then the KV cache: what a GB10 would keep for it at
+  that utilization, from the recipe's memory constants (DGXSPARK_SIM_RECIPE_MEMORY) and the
+  collection's own memory plan built into the image; none, and vLLM's own check refuses to
+  start ("No available memory for the cache blocks").
 * b12x JIT cache: the prewarm compiles b12x's kernels into ~/.cache/b12x unless they are
   there (a mounted cache keeps them across restarts; a container-local one recompiles).
 """
@@ -282,6 +285,19 @@ def check_memory(util):
                                                             ": " + "; ".join(why) if why else ""))
 
 
+def modelled_kv_bytes(util, kv_dtype, block_size):
+    """The KV cache a GB10 of the pair would have at this util (bytes; <= 0: none), from the recipe's
+    memory constants and the collection's own plan (built into the image), or None when the recipe
+    has no constants. The tiny model has no vision tower, so no vision or video budget."""
+    raw = os.environ.get("DGXSPARK_SIM_RECIPE_MEMORY", "")
+    memory = json.loads(raw) if raw else {}
+    if not memory:
+        return None
+    from dgxspark_sim_vllm import _memory_plan  # pylint: disable=import-outside-toplevel
+    plan = _memory_plan.plan(memory, util, kv_dtype, False, False, block_size)
+    return int(plan["kv_cache_gib"] * _memory_plan.GIB)
+
+
 def check_mods():
     import vllm  # pylint: disable=import-outside-toplevel
     root = os.path.dirname(vllm.__file__)
@@ -304,6 +320,7 @@ def install():
         return
     CPUWorker._dgxspark_sim = True
     init_device, load_model = CPUWorker.init_device, CPUWorker.load_model
+    available = CPUWorker.determine_available_memory
     execute = CPUModelRunner.execute_model
 
     def init_device_sim(self):
@@ -313,6 +330,20 @@ def install():
     def load_model_sim(self, *args, **kwargs):
         check_mods()
         return load_model(self, *args, **kwargs)
+
+    def available_sim(self):
+        # What the CPU build would give, capped at what the GB10 would: none, and vLLM's own check
+        # refuses to start ("No available memory for the cache blocks").
+        cpu = available(self)
+        cfg = self.cache_config
+        gb10 = modelled_kv_bytes(cfg.gpu_memory_utilization, cfg.cache_dtype, cfg.block_size)
+        if gb10 is None:
+            return cpu
+        if gb10 <= 0:
+            _logger().warning("dgxspark-sim, modelled: a GB10 of %s keeps no memory for the KV cache at "
+                              "gpu_memory_utilization %s", _node(), cfg.gpu_memory_utilization)
+            return 0
+        return min(cpu, gb10)
 
     def execute_sim(self, scheduler_output, *args, **kwargs):
         tokens = getattr(scheduler_output, "total_num_scheduled_tokens", 0)
@@ -327,4 +358,5 @@ def install():
         return out
 
     CPUWorker.init_device, CPUWorker.load_model = init_device_sim, load_model_sim
+    CPUWorker.determine_available_memory = available_sim
     CPUModelRunner.execute_model = execute_sim
