@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import subprocess
 
 import testinfra
 import yaml
@@ -51,3 +52,22 @@ def test_the_worker_holds_the_heads_triton_cache():
 def test_the_models_are_on_the_worker_and_marked_complete():
     out = node(WORKER).check_output("ls -d ~/.cache/huggingface/hub/models--*/.dgxspark-complete.json* 2>/dev/null || true")
     assert out.count("models--") >= 1, out
+
+
+def validate_alone(tmp_path, *extra):
+    """validate in a playbook of its own (nothing else loaded the recipe first)."""
+    play = tmp_path / "validate.yml"
+    play.write_text("- name: Validate alone\n  hosts: gpu_head\n  gather_facts: false\n"
+                    "  roles:\n    - role: dgxspark.vllm.validate\n")
+    project = SCENARIO.parents[1]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(project / ".collections"), ANSIBLE_NOCOLOR="1")
+    res = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(play), *extra], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:]
+    return res.stdout
+
+
+def test_validate_alone_sends_pictures_only_for_a_vision_recipe(tmp_path):
+    # The recipe decides: validate loads it itself, so alone it still knows the text recipe sees no pictures.
+    assert "picture.yml" not in validate_alone(tmp_path, "-e", "serve_recipe=minimax-m3-text")
+    assert "picture.yml" in validate_alone(tmp_path, "-e", "serve_recipe=minimax-m3-vision")
