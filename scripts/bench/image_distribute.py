@@ -35,7 +35,7 @@ CLUSTER = "image"
 REF = "localhost/dgxspark-sim-serving:latest"
 ARCHIVE = "/srv/dgxspark-sim/serving-image.tar"
 CLI = ["sudo", "docker"]
-STORAGE = "/var/lib/containers"
+STORAGE = "/var/lib/docker"
 SIM_KEY = pathlib.Path.home() / ".cache" / "dgxspark-sim" / "ssh" / "id_ed25519"
 # On the head, the node trust set up by the scenario's prepare playbook.
 TRUST = "-i ~/.ssh/dgxspark_node_trust_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=~/.ssh/dgxspark_known_hosts " \

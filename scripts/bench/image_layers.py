@@ -43,7 +43,7 @@ def keep_payload(inv, ref, worker_fabric, layers, path):
     """Run the module once through `ansible`, keeping its AnsiballZ file on the head for timed runs."""
     env = dict(ansible_env(), ANSIBLE_KEEP_REMOTE_FILES="1", ANSIBLE_PIPELINING="0",
                ANSIBLE_REMOTE_TMP="/home/spark/.ansible/bench-tmp")
-    args = {"ref": ref, "container_cli": CLI, "storage_path": "/var/lib/containers", "layers": layers,
+    args = {"ref": ref, "container_cli": CLI, "storage_path": "/var/lib/docker", "layers": layers,
             "workers": [{"name": "spark-worker-1", "host": worker_fabric, "user": "spark"}]}
     res = subprocess.run(["ansible", "-i", str(inv), "spark-head", "-o", "-m", "dgxspark.vllm.image_distribute",
                           "-a", json.dumps(args)], capture_output=True, text=True, env=env, cwd=ROOT)
