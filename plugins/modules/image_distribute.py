@@ -75,6 +75,20 @@ options:
     description: Send each worker only the layers it lacks (see the description); V(false) always sends the whole image.
     type: bool
     default: true
+  read_from:
+    description:
+      - Where this node reads the image for a worker that lacks only some of its layers.
+      - V(save) is the CLI's C(save), which reads every layer of the image whatever the workers hold.
+      - V(store) reads Docker Engine's overlay2 store directly (root, through C(sudo -n) unless this module runs
+        as root): the layers the workers lack, each rebuilt byte for byte from the layer's tar-split and files, so a
+        derived image costs the time of its top layer, not of the whole image. C(docker load) checks the diff ID of
+        every layer it reads.
+      - V(auto) takes V(store) where it can (Docker Engine with the overlay2 driver, root reachable, the image's config
+        in the store) and V(save) otherwise; a worker whose load refuses the store's archive gets the whole C(save)
+        stream. The result says which was used, and why.
+    type: str
+    choices: [auto, save, store]
+    default: auto
   parallel:
     description: How many workers receive at the same time, from one C(save).
     type: int
@@ -125,6 +139,11 @@ size:
   returned: when the image is on this node
   type: int
   sample: 582789251
+read_from:
+  description: Where the image was read for the workers that lack only some layers (C(store) or C(save)), and why.
+  returned: always
+  type: str
+  sample: "store: Docker Engine's overlay2 store at /var/lib/docker"
 workers:
   description: One entry per worker.
   returned: always
@@ -189,6 +208,7 @@ msg:
 """
 
 import concurrent.futures
+import os
 import re
 import shlex
 import shutil
@@ -198,6 +218,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
 from ansible_collections.dgxspark.vllm.plugins.module_utils._stream import relay
 from ansible_collections.dgxspark.vllm.plugins.module_utils._tarfilter import LayerFilter
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _layerstore
 
 # How docker and podman say that a reference is not there.
 MISSING_IMAGE = re.compile(r"no such (image|object)|image not known", re.IGNORECASE)
@@ -300,7 +321,25 @@ class Distributor:
             return {"ssh_error": proc.stderr.decode("utf-8", "replace").strip() or "ssh exit status %d" % proc.returncode}
         return parse_probe(out)
 
-    def transfer(self, group, skip=None, layers=()):
+    def store_source(self, head_id):
+        """Docker Engine's overlay2 store, if this node's CLI is Docker Engine with that driver, root is
+        reachable and the image's config is there: (argv prefix, root folder, why) or (None, None, why)."""
+        rc, out, err = self.module.run_command(list(self.cli) + ["info", "--format", "{{.Driver}}|{{.DockerRootDir}}"])
+        fields = out.strip().split("|", 1)
+        if rc != 0 or len(fields) != 2 or not fields[1]:
+            return None, None, "the CLI is not Docker Engine's (%s)" % ((err or out).strip()[:200] or "no driver")
+        driver, root = fields
+        if driver != "overlay2":
+            return None, None, "Docker's storage driver is %s, not overlay2" % driver
+        prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        config = os.path.join(root, "image", "overlay2", "imagedb", "content", "sha256", normalize_id(head_id))
+        rc, out, err = self.module.run_command(prefix + ["test", "-r", config])
+        if rc != 0:
+            return None, None, "the store at %s is not readable here%s" % (
+                root, " (sudo -n: %s)" % (err.strip()[:200] or "refused") if prefix else "")
+        return prefix, root, "Docker Engine's overlay2 store at %s" % root
+
+    def transfer(self, group, skip=None, layers=(), store=None):
         """save | [zstd] once, into 'ssh worker [zstd -d |] CLI load && CLI image inspect' for every worker
         of the group at once, each stream without the layers skip[name] lists:
         {name: (bytes, seconds, error, the ID the worker has now, the filter or None)}."""
@@ -317,6 +356,11 @@ class Distributor:
         # With compression and layers to leave out, each worker's stream is compressed after its filter.
         per_sink_zstd = compress and bool(filters)
         producers = [("save", list(self.cli) + ["save", self.ref])]
+        if store is not None:
+            # Only the layers some worker of the group lacks, straight from the store.
+            wanted = sorted(set(x for w in group for x in layers if x not in (skip.get(w["name"]) or [])))
+            code = _layerstore.source_text() + "\nsys.exit(main())\n"
+            producers = [("read the store", store["prefix"] + ["python3", "-c", code, store["root"], store["id"], self.ref] + wanted)]
         if compress and not per_sink_zstd:
             producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))
         sinks = []
@@ -395,6 +439,15 @@ def run(module):
             r["layers_reused"] = len(skip.get(r["name"], []))
             r["layers_sent"] = len(layers) - r["layers_reused"]
     pending = [r for r in results if r["status"] == "pending"]
+    store, read_from = None, "save"
+    if p["layers"] and p["read_from"] != "save" and any(skip.get(r["name"]) for r in pending):
+        prefix, root, why = d.store_source(head_id)
+        if root is not None:
+            store, read_from = {"prefix": prefix, "root": root, "id": head_id}, "store: " + why
+        elif p["read_from"] == "store":
+            module.fail_json(msg="read_from is store, but %s. Use read_from auto or save." % why, workers=results)
+        else:
+            read_from = "save: " + why
     fallback = []
     for attempt in ("layers", "whole"):
         if not pending:
@@ -403,7 +456,8 @@ def run(module):
         outcomes = {}
         for i in range(0, len(pending), size_of_group):
             outcomes.update(d.transfer([workers[r["name"]] for r in pending[i:i + size_of_group]],
-                                       skip if attempt == "layers" else None, layers))
+                                       skip if attempt == "layers" else None, layers,
+                                       store if attempt == "layers" else None))
         for r in pending:
             sent, seconds, error, new_id, filt = outcomes[r["name"]]
             if not new_id and not error:  # loaded, but the ID did not come back: ask again
@@ -424,6 +478,11 @@ def run(module):
                 # The worker refused an archive without the layers it holds: send it all, and say so.
                 r["stream"] = "whole: the load refused the archive without the %d layers the worker holds (%s)" % (
                     len(filt.skipped), error or "the ID there is %s" % (r["id"] or "absent"))
+                fallback.append(r)
+                continue
+            if attempt == "layers" and store is not None:
+                r["stream"] = "whole: the archive read from the store failed (%s)" % (
+                    error or "the ID there is %s" % (r["id"] or "absent"))
                 fallback.append(r)
                 continue
             r["status"] = "failed"
@@ -450,7 +509,7 @@ def run(module):
     if failed:
         module.fail_json(msg="Image %s differs from the head's on %s after the transfer. %s" % (p["ref"], ", ".join(failed), msg),
                          id=head_id, size=size, workers=results, changed=changed)
-    module.exit_json(changed=changed, id=head_id, size=size, workers=results, msg=msg, diff=diff)
+    module.exit_json(changed=changed, id=head_id, size=size, workers=results, msg=msg, diff=diff, read_from=read_from)
 
 
 def main():
@@ -469,6 +528,7 @@ def main():
             parallel=dict(type="int", default=4),
             storage_path=dict(type="path", default="/var/lib/docker"),
             free_space_factor=dict(type="float", default=2.0),
+            read_from=dict(type="str", default="auto", choices=["auto", "save", "store"]),
         ),
         supports_check_mode=True,
     )
