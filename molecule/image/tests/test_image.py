@@ -166,5 +166,7 @@ def test_a_derived_image_sends_only_its_top_layer_to_a_worker_that_has_the_base(
     assert not out.get("failed"), out.get("msg")
     w = out["workers"][0]
     assert w["stream"] == "layers" and w["layers_sent"] == 1 and w["layers_reused"] >= 1, w
+    # Read from Docker's store, the top layer only (save would have read the whole image).
+    assert out["read_from"].startswith("store: Docker Engine's overlay2 store"), out["read_from"]
     assert w["bytes"] < 0.01 * out["size"], w  # a few kilobytes of a ~583 MB image
     assert image_id(WORKER, derived) == image_id(HEAD, derived)
