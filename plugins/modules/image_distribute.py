@@ -79,9 +79,9 @@ options:
     description:
       - Where this node reads the image for a worker that lacks only some of its layers.
       - V(save) is the CLI's C(save), which reads every layer of the image whatever the workers hold.
-      - V(store) reads Docker Engine's overlay2 store directly (root, through C(sudo -n) unless this module runs
-        as root): the layers the workers lack, each rebuilt byte for byte from the layer's tar-split and files, so a
-        derived image costs the time of its top layer, not of the whole image. C(docker load) checks the diff ID of
+      - V(store) reads Docker Engine's overlay2 store directly (as root, through C(sudo -n) unless this module runs
+        as root), only the layers the workers lack, each rebuilt byte for byte from the layer's tar-split and files, so
+        a derived image costs the time of its top layer, not of the whole image. C(docker load) checks the diff ID of
         every layer it reads.
       - V(auto) takes V(store) where it can (Docker Engine with the overlay2 driver, root reachable, the image's config
         in the store) and V(save) otherwise; a worker whose load refuses the store's archive gets the whole C(save)
