@@ -181,3 +181,8 @@ def source_text():
             return text
     with open(__file__, "r", encoding="utf-8") as handle:
         return handle.read()
+
+
+def script():
+    """This file as a script for ``python3 -c`` (arguments as ``main`` takes them)."""
+    return source_text() + "\nraise SystemExit(main())\n"

@@ -359,7 +359,7 @@ class Distributor:
         if store is not None:
             # Only the layers some worker of the group lacks, straight from the store.
             wanted = sorted(set(x for w in group for x in layers if x not in (skip.get(w["name"]) or [])))
-            code = _layerstore.source_text() + "\nsys.exit(main())\n"
+            code = _layerstore.script()
             producers = [("read the store", store["prefix"] + ["python3", "-c", code, store["root"], store["id"], self.ref] + wanted)]
         if compress and not per_sink_zstd:
             producers.append(("zstd", ["zstd", "-q", "-c", "-T0", "-3"]))

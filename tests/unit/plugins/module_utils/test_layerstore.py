@@ -135,5 +135,10 @@ def test_main_writes_the_archive_and_names_a_missing_image(tmp_path, capsysbinar
     assert ls.main([root]) == 2
 
 
-def test_the_source_runs_as_a_script():
-    assert "def write_archive" in ls.source_text()
+def test_the_source_runs_as_a_script(tmp_path):
+    import subprocess
+    import sys
+    root, image_id, diffs = store(tmp_path, [BASE, TOP])
+    res = subprocess.run([sys.executable, "-c", ls.script(), root, image_id, "x", diffs[1]], capture_output=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "manifest.json" in members(res.stdout)
