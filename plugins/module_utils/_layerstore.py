@@ -172,17 +172,8 @@ def main(argv=None):
     return 0
 
 
-def source_text():
-    """This file's source, to run as root on the node (works from AnsiballZ's zip too)."""
-    loader = globals().get("__loader__")
-    if loader is not None and hasattr(loader, "get_source"):
-        text = loader.get_source(__name__)
-        if text:
-            return text
-    with open(__file__, "r", encoding="utf-8") as handle:
-        return handle.read()
-
-
 def script():
     """This file as a script for ``python3 -c`` (arguments as ``main`` takes them)."""
-    return source_text() + "\nraise SystemExit(main())\n"
+    # Imported here: as a script this file runs alone, without the collection.
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._source import source_of  # pylint: disable=import-outside-toplevel
+    return source_of(__name__) + "\nraise SystemExit(main())\n"

@@ -430,10 +430,6 @@ BOOTSTRAP = ("import json,sys;d=json.loads(sys.stdin.readline());g={'__name__':'
 
 def source_text():
     """This file's source, to ship to nodes (works from AnsiballZ's zip too)."""
-    loader = globals().get("__loader__")
-    if loader is not None and hasattr(loader, "get_source"):
-        text = loader.get_source(__name__)
-        if text:
-            return text
-    with open(__file__, "r", encoding="utf-8") as f:
-        return f.read()
+    # Imported here: on a node this file runs alone, without the collection.
+    from ansible_collections.dgxspark.vllm.plugins.module_utils._source import source_of  # pylint: disable=import-outside-toplevel
+    return source_of(__name__)
