@@ -257,6 +257,8 @@ CASES = {
                      r"gpu_watch needs an interval of at least 1 s and windows of at least two samples: interval=10, wedge=5 s"),
     "ray_cpus_type": (["-e", "ray_cluster_num_cpus=two"], {}, {},
                       r"role ray_cluster: argument 'ray_cluster_num_cpus' is of type str and we were unable to convert to int"),
+    "socket_interface": (["-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}})], {}, {},
+                         r"GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node .* It comes from ray_cluster_env"),
     # Rules across variables, and values in their registries' syntax.
     "port_clash": (["-e", "serve_api_port=29501"], {}, {},
                    r"each used once, but they are \{\"serve_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
