@@ -17,9 +17,12 @@ def test_restart_playbook_restarts_in_order():
     assert res.returncode == 0, res.stdout[-6000:]
     out = res.stdout
     # Engine stopped before Ray; Ray head started before the workers; the engine last.
+    # (ordered_restart starts the Ray unit, the head's side first, then the other nodes.)
     order = [out.index(t) for t in ("Serve | stop the engine on the head", "Ray | stop the worker nodes",
-                                    "Ray | stop the head node", "Ray | keep the head running",
-                                    "Ray | keep the workers running", "Serve | wait for /health")]
+                                    "Ray | stop the head node",
+                                    "Restart | keep the unit running, the first side first: dgxspark-ray",
+                                    "Restart | keep the unit running on the other nodes: dgxspark-ray",
+                                    "Serve | wait for /health")]
     assert order == sorted(order), order
     assert sc.api(sc.node(HEAD), URL + "/v1/models", HV["serve_api_key"])[0] == 200
 
