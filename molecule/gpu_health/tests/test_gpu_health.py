@@ -100,9 +100,9 @@ def serving_standin(host):
     rootfs = "/tmp/serving-standin-rootfs"
     host.check_output(f"sudo mkdir -p {rootfs}/usr/bin && sudo cp /usr/bin/sleep {rootfs}/usr/bin/ && "
                       f"for f in $(ldd /usr/bin/sleep | grep -o '/[^ ]*'); do sudo cp --parents $f {rootfs}; done && "
-                      f"sudo tar -C {rootfs} -c . | sudo docker import -q - localhost/serving-standin:sleep && "
+                      f"sudo tar -C {rootfs} -c . | sudo docker import - localhost/serving-standin:sleep >/dev/null && "
                       "sudo docker run -d --name dgxspark-vllm localhost/serving-standin:sleep /usr/bin/sleep 300")
-    return lambda: host.run(f"sudo docker rm -f -t 0 dgxspark-vllm; sudo docker rmi localhost/serving-standin:sleep; "
+    return lambda: host.run(f"sudo docker rm -f dgxspark-vllm; sudo docker rmi localhost/serving-standin:sleep; "
                             f"sudo rm -rf {rootfs}")
 
 

@@ -155,7 +155,7 @@ def test_build_source_builds_on_the_head_in_the_background_and_distributes():
 def test_a_derived_image_sends_only_its_top_layer_to_a_worker_that_has_the_base():
     derived = "localhost/dgxspark-sim-serving:derived"
     HEAD.check_output(f"{CLI} rm -f derive >/dev/null 2>&1; {CLI} run --name derive {REF} sh -c 'echo mod > /opt/mod' "
-                      f"&& {CLI} commit -q derive {derived} && {CLI} rm derive")
+                      f"&& {CLI} commit derive {derived} >/dev/null && {CLI} rm derive")
     assert image_id(WORKER) == image_id(HEAD), "the worker has the base"
     args = {"ref": derived, "container_cli": CLI.split(), "storage_path": STORAGE,
             "workers": [{"name": "spark-worker-1", "host": "10.231.104.11", "user": "spark"}]}
