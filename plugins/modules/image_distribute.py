@@ -474,15 +474,16 @@ def run(module):
             if normalize_id(r["id"]) == normalize_id(head_id):
                 r["status"] = "transferred"
                 continue
+            # A store archive that failed is the store's failure, whatever the worker held: say so.
+            if attempt == "layers" and store is not None:
+                r["stream"] = "whole: the archive read from the store failed (%s)" % (
+                    error or "the ID there is %s" % (r["id"] or "absent"))
+                fallback.append(r)
+                continue
             if attempt == "layers" and filt is not None and filt.skipped:
                 # The worker refused an archive without the layers it holds: send it all, and say so.
                 r["stream"] = "whole: the load refused the archive without the %d layers the worker holds (%s)" % (
                     len(filt.skipped), error or "the ID there is %s" % (r["id"] or "absent"))
-                fallback.append(r)
-                continue
-            if attempt == "layers" and store is not None:
-                r["stream"] = "whole: the archive read from the store failed (%s)" % (
-                    error or "the ID there is %s" % (r["id"] or "absent"))
                 fallback.append(r)
                 continue
             r["status"] = "failed"

@@ -345,3 +345,79 @@ def test_layers_false_sends_the_whole_image(layered, distribute):
     args, _ = layered
     w = by_name(distribute(args(layers=False, workers=[{"name": "w1", "host": "10.0.0.11"}])))["w1"]
     assert (w["layers_sent"], w["layers_reused"], w["stream"]) == (4, 0, "whole")
+
+
+# Docker's store as the layered CLI keeps it: the wanted layers in full, the others empty, the image's
+# own config and a manifest; FAKE_STORE_BROKEN rebuilds the wanted layers wrong.
+STORE_SCRIPT = r'''
+import io, json, os, sys, tarfile
+db, image_id, ref, wanted = sys.argv[1], sys.argv[2], sys.argv[3], set(sys.argv[4:])
+img = json.load(open(db))["images"][ref]
+assert img["id"] == image_id
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as tar:
+    def add(name, blob):
+        info = tarfile.TarInfo(name); info.size = len(blob); tar.addfile(info, io.BytesIO(blob))
+    for l in img["layers"]:
+        full = b"x" if os.environ.get("FAKE_STORE_BROKEN") else (l * 2000).encode()
+        add(l.split(":")[1] + ".tar", full if l in wanted else b"")
+    add("config.json", json.dumps({"id": img["id"], "layers": img["layers"]}).encode())
+    add("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [ref],
+                                      "Layers": [l.split(":")[1] + ".tar" for l in img["layers"]]}]).encode())
+sys.stdout.buffer.write(buf.getvalue())
+'''
+
+
+@pytest.fixture
+def store(layered, cluster, monkeypatch):
+    """The head reads the layers from the (stand-in) store; returns the layered fixture's helpers and the
+    layer lists the store was asked for."""
+    asked = []
+    db = str(cluster.path / "state" / "head" / "db.json")
+
+    def source(self, head_id):
+        return [], "/var/lib/docker", "Docker Engine's overlay2 store at /var/lib/docker"
+
+    monkeypatch.setattr(mod.Distributor, "store_source", source)
+    monkeypatch.setattr(mod._layerstore, "script", lambda: STORE_SCRIPT)
+    real = mod.Distributor.transfer
+
+    def transfer(self, group, skip=None, layers=(), store=None):
+        if store is not None:
+            store = dict(store, root=db)
+            asked.append(sorted(set(x for w in group for x in layers if x not in (skip.get(w["name"]) or []))))
+        return real(self, group, skip, layers, store)
+
+    monkeypatch.setattr(mod.Distributor, "transfer", transfer)
+    return layered, asked
+
+
+def test_the_store_is_asked_only_for_the_layers_a_worker_lacks(store, distribute):
+    (args, image_id), asked = store
+    res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
+    w = by_name(res)["w1"]
+    assert image_id("w1") == "d" * 64 and w["status"] == "transferred", res
+    assert asked == [[TOP]] and (w["layers_sent"], w["layers_reused"], w["stream"]) == (1, 3, "layers")
+    assert res["read_from"] == "store: Docker Engine's overlay2 store at /var/lib/docker"
+
+
+def test_a_store_archive_the_worker_refuses_is_followed_by_the_whole_save(store, monkeypatch, distribute):
+    (args, image_id), _ = store
+    monkeypatch.setenv("FAKE_STORE_BROKEN", "1")
+    res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
+    w = by_name(res)["w1"]
+    assert image_id("w1") == "d" * 64 and w["status"] == "transferred", res
+    assert w["stream"].startswith("whole: the archive read from the store failed") and "content does not match" in w["stream"]
+
+
+def test_store_without_a_readable_store_fails_before_any_transfer(layered, distribute):
+    args, image_id = layered
+    res = distribute(args(read_from="store", workers=[{"name": "w1", "host": "10.0.0.11"}]))
+    assert res.get("failed") and "read_from is store, but the CLI is not Docker Engine's" in res["msg"], res
+    assert image_id("w1") is None
+
+
+def test_auto_without_a_store_reads_through_save_and_says_why(layered, distribute):
+    args, image_id = layered
+    res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
+    assert res["read_from"].startswith("save: the CLI is not Docker Engine's") and image_id("w1") == "d" * 64
