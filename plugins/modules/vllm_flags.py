@@ -128,7 +128,7 @@ def image_id(module, cli, image, container):
             ident = out.strip().splitlines()[0]
             return (ident if ident.startswith("sha256:") else "sha256:" + ident), source, None
         reasons.append("%s %s is not on this node (%s)" % (source, name, (err or out).strip()[-300:]))
-    return None, "", "; ".join(reasons)
+    return None, "", "; ".join(reasons) or "no image named"
 
 
 def main():
