@@ -11,8 +11,9 @@ short_description: Record the deployment a node serves, put the last good one ba
 version_added: 0.1.0
 description:
   - Keeps a small state file per node with the C(current) deployment (the last one validated) and the C(previous) one.
-    A deployment is what the node runs: the content of its serving units, the image their container runs (reference
-    and ID, read from the running container), the base image it was derived from, and free-form C(info) (the recipe).
+    A deployment is what the node runs, namely the content of its serving units, the image their container runs
+    (reference and ID, read from the running container), the base image it was derived from, and free-form C(info)
+    (the recipe).
   - O(action=record) makes what runs now the C(current) deployment. When it differs from the recorded one (units or
     image ID), the recorded one becomes C(previous) and the former C(previous) is returned as C(dropped); with
     O(prune=true) the images only the dropped deployment used are removed (by their tags, so an image a container
