@@ -183,18 +183,18 @@ class Node:
 
     def running_image(self, containers):
         for name in containers:
-            rc, out, _ = self.run("inspect", "--format", "{{.State.Running}} {{.Config.Image}} {{.Image}}", name)
+            rc, out = self.run("inspect", "--format", "{{.State.Running}} {{.Config.Image}} {{.Image}}", name)[:2]
             if rc == 0 and out.startswith("true "):
-                _, ref, image_id = out.split(" ", 2)
+                ref, image_id = out.split(" ", 2)[1:]
                 return name, ref, image_id
         return None, "", ""
 
     def image_id(self, ref):
-        rc, out, _ = self.run("image", "inspect", "--format", "{{.Id}}", ref)
+        rc, out = self.run("image", "inspect", "--format", "{{.Id}}", ref)[:2]
         return out if rc == 0 else ""
 
     def tags(self, image_id):
-        rc, out, _ = self.run("image", "inspect", "--format", "{{json .RepoTags}}", image_id)
+        rc, out = self.run("image", "inspect", "--format", "{{json .RepoTags}}", image_id)[:2]
         return (json.loads(out) or []) if rc == 0 and out else None
 
 
@@ -263,7 +263,8 @@ def prune(module, node, dropped, after, result):
             result["pruned"].append(image_id)
             continue
         # Untagging each name removes the image with the last one, unless a container or a child image holds it.
-        errors = [err for t in tags or [image_id] for rc, _, err in [node.run("image", "rm", t)] if rc != 0]
+        results = [node.run("image", "rm", t) for t in tags or [image_id]]
+        errors = [res[2] for res in results if res[0] != 0]
         if node.image_id(image_id):
             result["prune_kept"].append(f"{image_id}: {errors[-1] if errors else 'still held'}")
         else:
@@ -296,7 +297,7 @@ def restore(module, node, state, result):
     if image.get("ref") and image.get("id") and node.image_id(image["ref"]) != image["id"]:
         result["retagged"] = image["ref"]
         if not module.check_mode:
-            rc, _, err = node.run("tag", image["id"], image["ref"])
+            rc, err = node.run("tag", image["id"], image["ref"])[::2]
             if rc != 0:
                 module.fail_json(msg=f"cannot point {image['ref']} back at {image['id']}: {err}")
     result["changed"] = bool(result["restored_units"] or result["retagged"])
