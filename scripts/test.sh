@@ -25,9 +25,9 @@ stage() {  # stage NAME COMMAND...
 
 scenarios() {
   # Every scenario unless MOLECULE_SCENARIOS names some; the longest start first
-  # (the real engine's three, then serve, readiness, quad) so parallel runs finish together.
+  # (the real engine's three, then serve, upgrade, readiness, quad) so parallel runs finish together.
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then echo "$MOLECULE_SCENARIOS"; return; fi
-  local s first=(default fidelity field_report serve readiness quad) rest=()
+  local s first=(default fidelity field_report serve upgrade readiness quad) rest=()
   for s in molecule/*/molecule.yml; do
     s=${s#molecule/}; s=${s%/molecule.yml}
     [[ " ${first[*]} " == *" $s "* ]] || rest+=("$s")
