@@ -6,7 +6,7 @@ is undone, side by side with the by-hand way in one run.
 
 Each run, on one serving pair, while a poller asks the head's /health every 0.25 s:
   good      playbooks/upgrade.yml to a new image (a new layer on the serving image): the endpoint's downtime;
-  restart   playbooks/restart.yml (the same deployment stopped and started): the floor of any switch;
+  restart   playbooks/restart.yml with the same values (the deployment stopped and started): the floor of a switch;
   rollback  playbooks/upgrade.yml to an image whose engine dies at start: the play's own figure (failed health
             check to the old deployment healthy again) and the downtime;
   by hand   the same bad image with site.yml, then site.yml again with the last good image (what users do
@@ -110,7 +110,8 @@ def main():
             good_tag = f"next{i}"
             t0, t1, _ = run_book(inventory, "playbooks/upgrade.yml", "-e", build_vars("next", good_tag))
             rows["good"].append(poller.downtime(t0, t1))
-            t0, t1, _ = run_book(inventory, "playbooks/restart.yml")
+            # The same deployment restarted: given the values it was deployed with, as the inventory would hold them.
+            t0, t1, _ = run_book(inventory, "playbooks/restart.yml", "-e", build_vars("next", good_tag))
             rows["restart"].append(poller.downtime(t0, t1))
             t0, t1, out = run_book(inventory, "playbooks/upgrade.yml", "-e", build_vars("broken", f"broken{i}"),
                                    expect_ok=False)
