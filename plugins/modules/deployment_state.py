@@ -193,6 +193,15 @@ class Node:
         rc, out = self.run("image", "inspect", "--format", "{{.Id}}", ref)[:2]
         return out if rc == 0 else ""
 
+    def parents(self):
+        """IDs of the images other images on the node were built on (docker build and commit record a Parent)."""
+        rc, out = self.run("image", "ls", "--all", "--quiet", "--no-trunc")[:2]
+        ids = sorted(set(out.split())) if rc == 0 else []
+        if not ids:
+            return set()
+        rc, out = self.run("image", "inspect", "--format", "{{.Parent}}", *ids)[:2]
+        return set(out.split()) if rc == 0 else set()
+
     def tags(self, image_id):
         rc, out = self.run("image", "inspect", "--format", "{{json .RepoTags}}", image_id)[:2]
         return (json.loads(out) or []) if rc == 0 and out else None
@@ -255,10 +264,16 @@ def record(module, node, state, result):
 
 
 def prune(module, node, dropped, after, result):
-    for image_id in prunable(dropped, after):
+    ids = prunable(dropped, after)
+    # A base that other images were built on stays: untagging it would only break the next build FROM it.
+    parents = node.parents() if ids else set()
+    for image_id in ids:
         tags = node.tags(image_id)
         if tags is None:
             continue  # already gone
+        if image_id in parents:
+            result["prune_kept"].append(f"{image_id}: other images on this node were built on it")
+            continue
         if module.check_mode:
             result["pruned"].append(image_id)
             continue

@@ -15,7 +15,8 @@ class FakeDocker:
         self.images = {}      # id -> [tags]
         self.containers = {}  # name -> (ref, id)
         self.removed = []
-        self.held = set()     # IDs a container or child image holds: `image rm` of their last tag only untags
+        self.held = set()     # IDs a container holds: `image rm` of their last tag fails
+        self.parent = {}      # id -> the id it was built on
 
     def add(self, image_id, *tags):
         for other in self.images.values():
@@ -34,6 +35,10 @@ class FakeDocker:
         if cmd[0] == "inspect":
             c = self.containers.get(cmd[-1])
             return (0, f"true {c[0]} {c[1]}\n", "") if c else (1, "", f"Error: No such object: {cmd[-1]}")
+        if cmd[:2] == ["image", "ls"]:
+            return 0, "".join(i + "\n" for i in self.images), ""
+        if cmd[:4] == ["image", "inspect", "--format", "{{.Parent}}"]:
+            return 0, "".join(self.parent.get(i, "") + "\n" for i in cmd[4:]), ""
         if cmd[:2] == ["image", "inspect"]:
             i = self.lookup(cmd[-1])
             if not i:
@@ -182,3 +187,17 @@ def test_an_unreadable_state_file_is_named_with_the_fix(run_module, tmp_path, do
     (tmp_path / "state.json").write_text("{not json")
     res = run_module(ds.main, dict(action="read", path=str(tmp_path / "state.json")))
     assert res["failed"] and str(tmp_path / "state.json") in res["msg"] and "move it away" in res["msg"]
+
+
+def test_pruning_keeps_a_base_other_images_were_built_on_with_its_tag(run_module, tmp_path, docker, units):
+    for v in (1, 2):
+        deploy(docker, units, v)
+        record(run_module, tmp_path, units, prune=True)
+    docker.add("sha256:base1", "base:v1")
+    docker.add("sha256:child", "next:latest")
+    docker.parent["sha256:child"] = "sha256:base1"  # a later build FROM the first base
+    deploy(docker, units, 3)
+    res = record(run_module, tmp_path, units, prune=True)
+    assert res["pruned"] == ["sha256:run1"] == docker.removed
+    assert res["prune_kept"] == ["sha256:base1: other images on this node were built on it"]
+    assert docker.images["sha256:base1"] == ["base:v1"]
