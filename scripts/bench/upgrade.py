@@ -131,13 +131,13 @@ def main():
         poller.stop = True
         med = {k: statistics.median(v) for k, v in rows.items()}
         print("\nmodelled (stand-in engine), medians of", a.runs, "runs")
-        print(f"{'what':<44}{'runs (s)':<28}{'median':>8}")
+        print(f"{'what':<46}{'runs (s)':<28}{'median':>8}")
         for key, label in (("good", "good upgrade: endpoint down"), ("restart", "restart.yml (floor): endpoint down"),
                            ("rollback_play", "bad upgrade: failure -> old healthy (play)"),
                            ("rollback_down", "bad upgrade: endpoint down"),
                            ("hand_recover", "by hand: failure -> healthy (site.yml again)"),
                            ("hand_down", "by hand: endpoint down")):
-            print(f"{label:<44}{', '.join(f'{x:.1f}' for x in rows[key]):<28}{med[key]:>8.1f}")
+            print(f"{label:<46}{', '.join(f'{x:.1f}' for x in rows[key]):<28}{med[key]:>8.1f}")
         print(f"\ngood upgrade downtime / restart downtime: {med['good'] / med['restart']:.2f}x")
         print(f"rollback (play) / by-hand recovery: {med['rollback_play'] / med['hand_recover']:.2f}x;"
               f" downtime {med['rollback_down'] / med['hand_down']:.2f}x")
