@@ -12,6 +12,9 @@ With --baseline, the same is done side by side for the collection at git revisio
 (its own playbooks and sim inventory, on a second cluster, `bench`), and the converged
 runs of the two alternate --repeat times, so load on the machine falls on both alike;
 it prints the medians and the ratio of this tree's converged run to the baseline's.
+An older revision may need adapting to today's sim nodes: what it needs is kept in
+scripts/bench/baselines/REV/ (compat.patch, applied to its worktree; vars.yml, given
+to its runs as extra vars), and printed with the results.
 
 The clusters are removed at the end unless --keep. Traffic stays on the sim's own networks.
 """
@@ -65,11 +68,18 @@ def inventory_for(tree, cluster, nodes):
     return str(folder)
 
 
+BASELINES = ROOT / "scripts" / "bench" / "baselines"
+
+
 def baseline_tree(rev):
-    """A detached worktree of the collection at `rev`, visible to Ansible as dgxspark.vllm."""
+    """A detached worktree of the collection at `rev`, visible to Ansible as dgxspark.vllm, with the
+    adaptation to today's sim nodes that revision needs (scripts/bench/baselines/REV/compat.patch)."""
     tree = pathlib.Path(tempfile.mkdtemp(prefix="site-runs-baseline-")) / "tree"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
                    check=True, capture_output=True)
+    patch = BASELINES / rev / "compat.patch"
+    if patch.is_file():
+        subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True)
     (tree / ".collections" / "ansible_collections" / "dgxspark").mkdir(parents=True)
     (tree / ".collections" / "ansible_collections" / "dgxspark" / "vllm").symlink_to("../../..")
     return tree
@@ -85,23 +95,27 @@ def main():
     p.add_argument("--keep", action="store_true")
     p.add_argument("extra", nargs="*")
     args = p.parse_args()
-    runs = [("this tree", ROOT, args.cluster)]
+    runs = [("this tree", ROOT, args.cluster, args.extra)]
     if args.baseline:
-        runs.append((f"baseline {args.baseline}", baseline_tree(args.baseline), "bench"))
-    for _, _, cluster in runs:
+        compat = BASELINES / args.baseline / "vars.yml"
+        extra = [*args.extra, "-e", f"@{compat}"] if compat.is_file() else args.extra
+        runs.append((f"baseline {args.baseline}", baseline_tree(args.baseline), "bench", extra))
+        for f in sorted((BASELINES / args.baseline).glob("*")):
+            print(f"baseline {args.baseline} adapted to today's sim nodes with {f.relative_to(ROOT)}")
+    for _, _, cluster, _ in runs:
         subprocess.run(SIM + ["down", "--cluster", cluster], check=True, capture_output=True)
         subprocess.run(SIM + ["up", "--cluster", cluster, "--nodes", str(args.nodes)], check=True, capture_output=True)
     results = {}
     try:
-        invs = {name: inventory_for(tree, cluster, args.nodes) for name, tree, cluster in runs}
-        for name, tree, _ in runs:
-            results[name] = {"first": playbook(tree, invs[name], args.playbook, args.extra), "second": []}
+        invs = {name: inventory_for(tree, cluster, args.nodes) for name, tree, cluster, _ in runs}
+        for name, tree, _, extra in runs:
+            results[name] = {"first": playbook(tree, invs[name], args.playbook, extra), "second": []}
         for _ in range(args.repeat if args.baseline else 1):
-            for name, tree, _ in runs:
-                results[name]["second"].append(playbook(tree, invs[name], args.playbook, args.extra))
+            for name, tree, _, extra in runs:
+                results[name]["second"].append(playbook(tree, invs[name], args.playbook, extra))
     finally:
         if not args.keep:
-            for _, tree, cluster in runs:
+            for _, tree, cluster, _ in runs:
                 subprocess.run(SIM + ["down", "--cluster", cluster], check=False, capture_output=True)
                 if tree != ROOT:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
