@@ -17,7 +17,7 @@ description:
   - Files are written whole through a temporary file in the same folder and renamed into place, so a reader
     never sees half a file. Missing parent folders are created.
   - Meant for small text content rendered on the controller (units, settings, scripts). Secrets do not belong
-    here: the content is part of the module's arguments.
+    here, since the content is part of the module's arguments.
 options:
   directories:
     description: Folders to create first, all with O(directory_mode), O(directory_owner) and O(directory_group).
