@@ -139,16 +139,18 @@ def _read(path):
 
 
 def _ids(module, spec):
-    """uid and gid wanted (-1: leave as it is), naming an unknown user or group with where it came from."""
+    """uid and gid wanted (-1: leave as it is); an unknown user or group ends the run, named."""
     uid = gid = -1
     try:
         if spec.get("owner"):
             uid = pwd.getpwnam(spec["owner"]).pw_uid
+    except KeyError:
+        module.fail_json(msg=f"{spec['path']}: no user {spec['owner']!r} on this node; set owner to an account the node has")
+    try:
         if spec.get("group"):
             gid = grp.getgrnam(spec["group"]).gr_gid
     except KeyError:
-        module.fail_json(msg=f"{spec['path']}: no user {spec.get('owner')!r} or group {spec.get('group')!r} on this node; "
-                             "set owner/group to accounts the node has")
+        module.fail_json(msg=f"{spec['path']}: no group {spec['group']!r} on this node; set group to one the node has")
     return uid, gid
 
 
@@ -263,13 +265,19 @@ def main():
     p = module.params
     folders = [dict(path=d, state="directory", content="", mode=p["directory_mode"], owner=p["directory_owner"],
                     group=p["directory_group"]) for d in p["directories"]]
-    changed_paths, existed, diffs = [], {}, []
-    for spec in folders + p["paths"]:
+    specs = folders + p["paths"]
+    for spec in specs:
         if not os.path.isabs(spec["path"]):
             module.fail_json(msg=f"{spec['path']!r} is not an absolute path; give every path from /")
-        changed, was, diff = ensure(module, spec, module.check_mode)
+    # Every path is judged before any is changed, so bad input (a bad mode, an unknown owner, a file where a
+    # folder must be) ends the run with nothing written.
+    judged = [ensure(module, spec, check=True) for spec in specs]
+    changed_paths, existed, diffs = [], {}, []
+    for spec, (changed, was, diff) in zip(specs, judged):
         existed[spec["path"]] = was
         if changed:
+            if not module.check_mode:
+                ensure(module, spec, check=False)
             changed_paths.append(spec["path"])
             diffs.append(diff)
     result = dict(changed=bool(changed_paths), changed_paths=changed_paths, existed=existed)

@@ -83,7 +83,12 @@ def test_bad_input_is_named_with_the_fix_and_nothing_is_written(run_module, tmp_
         ({"path": str(tmp_path / "y"), "content": "", "owner": "no-such-user-dgxspark"}, "no user 'no-such-user-dgxspark'"),
         ({"path": "relative/path", "content": ""}, "is not an absolute path"),
     ]
+    good = {"path": str(tmp_path / "written-first"), "content": "z\n"}
     for spec, words in cases:
-        out = run(run_module, [spec])
+        # A good path before the bad one is not written either: every path is judged before any changes.
+        out = run(run_module, [good, spec])
         assert out["failed"] and words in out["msg"], (spec, out)
+        assert not (tmp_path / "written-first").exists(), spec
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    out = run(run_module, [{"path": str(tmp_path / "g"), "content": "", "group": "no-such-group-dgxspark"}])
+    assert out["failed"] and "no group 'no-such-group-dgxspark'" in out["msg"]
