@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
 # Every test of the collection: lint, unit tests, ansible-test sanity, and the
 # molecule scenarios on simulated clusters. Installs what it needs (as root).
-#   scripts/test.sh              everything
+#   scripts/test.sh              everything (about 45 minutes on 2 cores and 24 GB)
+#   scripts/test.sh quick        lint, unit and sanity only: the minutes-long inner loop
 #   scripts/test.sh unit lint    only these stages (lint, unit, sanity, molecule)
 #   MOLECULE_SCENARIOS="default triton" scripts/test.sh molecule
-#   MOLECULE_JOBS=3 (default) scenarios run side by side, each on its own sim cluster
+# Scenarios run side by side, each on its own sim cluster: MOLECULE_JOBS of them (from the
+# machine's cores and memory unless set); one that runs past MOLECULE_TIMEOUT seconds is ended.
+# Results: a summary table at the end, JUnit XML in .cache/junit/, each scenario's log in
+# .cache/molecule-logs/ and its nodes' journals (saved before the nodes go) in .cache/node-logs/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$PWD/.collections"
 export PY_COLORS=0 ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 NO_COLOR=1
+JUNIT=$PWD/.cache/junit
+SUMMARY=$PWD/.cache/summary.tsv
+# What the molecule stage needs free: disk for the sim's images and every node's Docker volume,
+# memory for the real-engine pairs side by side (docs/benchmarks.md has the measured peaks).
+NEED_DISK_GB=${NEED_DISK_GB:-12}
+NEED_MEM_GB=${NEED_MEM_GB:-16}
 
 stages=("$@")
 ((${#stages[@]})) || stages=(lint unit sanity molecule)
+[ "${stages[*]}" = quick ] && stages=(lint unit sanity)
 passed=0 failed=0 failures=()
+rm -rf "$JUNIT" && mkdir -p "$JUNIT" && : >"$SUMMARY"
+
+record() {  # record NAME RC SECONDS
+  printf '%s\t%s\t%s\n' "$1" "$3" "$([ "$2" = 0 ] && echo ok || echo FAILED)" >>"$SUMMARY"
+  if [ "$2" = 0 ]; then passed=$((passed + 1)); echo "=== $1: ok ($3s)"
+  else failed=$((failed + 1)); failures+=("$1"); echo "=== $1: FAILED ($3s)"; fi
+}
 
 stage() {  # stage NAME COMMAND...
-  local name=$1; shift
+  local name=$1 t0=$SECONDS rc; shift
   echo "=== $name: $*"
-  local t0=$SECONDS
-  if "$@"; then passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - t0))s)"
-  else failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0))s)"; fi
+  "$@"; rc=$?
+  record "$name" "$rc" $((SECONDS - t0))
 }
 
 scenarios() {
-  # Every scenario unless MOLECULE_SCENARIOS names some; the longest start first
-  # (the real engine's three, then serve, upgrade, readiness, quad) so parallel runs finish together.
+  # Every scenario unless MOLECULE_SCENARIOS names some; the longest first (by their last measured
+  # times, docs/benchmarks.md), so the longest path starts at once and parallel runs end together.
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then echo "$MOLECULE_SCENARIOS"; return; fi
-  local s first=(default fidelity field_report serve upgrade readiness quad) rest=()
+  local s first=(fidelity field_report default serve upgrade readiness quad) rest=()
   for s in molecule/*/molecule.yml; do
     s=${s#molecule/}; s=${s%/molecule.yml}
     [[ " ${first[*]} " == *" $s "* ]] || rest+=("$s")
@@ -35,23 +52,90 @@ scenarios() {
   echo "${first[*]} ${rest[*]}"
 }
 
+jobs_for_machine() {
+  # One scenario more than cores (they wait on SSH and the engine much of the time), and no more
+  # than the memory holds at about 7 GB a real-engine pair.
+  local cores mem
+  cores=$(nproc)
+  mem=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
+  local by_mem=$((mem / 7))
+  local n=$((cores + 1 < by_mem ? cores + 1 : by_mem))
+  echo $((n < 1 ? 1 : n))
+}
+
+clean_start() {
+  # Leftovers of earlier runs on this machine go first, then the free disk and memory are checked
+  # against what the run needs, naming what to free.
+  python3 sim/simctl.py prune || return 1
+  local sc
+  for sc in $(scenarios); do rm -rf ~/.ansible/tmp/molecule.*."$sc"; done  # molecule's state of earlier runs
+  rm -rf .cache/molecule-logs .cache/node-logs
+  local store disk mem
+  store=$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)
+  mkdir -p "$store"
+  disk=$(df -P -BG "$store" | awk 'NR == 2 {print int($4)}')
+  mem=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
+  echo "=== clean start: $disk GB free on $store (need $NEED_DISK_GB), $mem GB memory available (need $NEED_MEM_GB)"
+  if ((disk < NEED_DISK_GB)); then
+    echo "Not enough disk for the sim on $store: $disk GB free, $NEED_DISK_GB needed. Free some: podman system prune -a," \
+         "old images (podman images), or other files on that file system (du -xsh $store/* /var/tmp/*)."
+    return 1
+  fi
+  if ((mem < NEED_MEM_GB)); then
+    echo "Not enough memory for the scenarios: $mem GB available, $NEED_MEM_GB needed. Stop what holds it" \
+         "(ps aux --sort=-rss | head), or run fewer scenarios side by side (MOLECULE_JOBS=1)."
+    return 1
+  fi
+}
+
+report_scenario() {  # report_scenario NAME RC SECONDS: its result as soon as it ends, with the cause when it failed
+  local sc=$1 rc=$2 secs=$3 log=.cache/molecule-logs/$1.log f
+  if [ "$rc" = 0 ]; then echo "=== molecule:$sc: ok (${secs}s)"; return; fi
+  {
+    echo "=== molecule:$sc: FAILED (${secs}s$([ "$rc" = 124 ] && echo ", ended at the ${MOLECULE_TIMEOUT}s limit"))"
+    echo "--- $sc: failed tasks and tests"
+    grep -E -A12 '^(fatal|failed): |^FAILED |^E  +[A-Za-z]|^(ERROR|CRITICAL) ' "$log" | head -n 150
+    sed -n '/short test summary info/,$p' "$log" | head -n 40
+    for f in .cache/node-logs/"$sc"/*.log; do
+      [ -e "$f" ] || continue
+      echo "--- $sc: $(basename "$f" .log), its failed units and the last lines of the collection's units"
+      sed -n '/systemctl --failed/,/^### /p' "$f" | head -n 20
+      tail -n 60 "$f"
+    done
+    echo "--- $sc: last lines of $log"
+    tail -n 80 "$log"
+  } >"$log.report"
+  cat "$log.report"  # one block, so scenarios that end together do not interleave line by line
+}
+export -f report_scenario
+
 molecule_all() {
-  # Each scenario has its own sim cluster, so MOLECULE_JOBS of them run side by
-  # side; each one's output goes to a log that is printed when it is done.
-  local logs=.cache/molecule-logs sc rc
-  rm -rf "$logs" && mkdir -p "$logs"
-  python3 sim/simctl.py build >/dev/null || { failed=$((failed + 1)); failures+=(sim-build); return; }
+  local logs=.cache/molecule-logs sc rc secs t0=$SECONDS
+  clean_start || { record clean-start 1 $((SECONDS - t0)); return; }
+  mkdir -p "$logs" .cache/node-logs
+  t0=$SECONDS
+  python3 sim/simctl.py build >/dev/null; rc=$?
+  record sim-build "$rc" $((SECONDS - t0))
+  [ "$rc" = 0 ] || return
+  export MOLECULE_TIMEOUT=${MOLECULE_TIMEOUT:-3600} JUNIT
+  local jobs=${MOLECULE_JOBS:-$(jobs_for_machine)}
+  echo "=== molecule: $(scenarios | wc -w) scenarios, $jobs side by side, each ended at ${MOLECULE_TIMEOUT}s"
   # shellcheck disable=SC2016
-  scenarios | tr ' ' '\n' | grep . | xargs -P "${MOLECULE_JOBS:-3}" -I{} bash -c \
-    't0=$SECONDS; molecule test -s "$1" >"$2/$1.log" 2>&1; echo "$? $((SECONDS - t0))" >"$2/$1.rc"; echo "=== molecule:$1 finished"' _ {} "$logs"
-  for sc in $(scenarios); do
-    read -r rc secs <"$logs/$sc.rc" || rc=1
-    if [ "$rc" = 0 ]; then
-      passed=$((passed + 1)); echo "=== molecule:$sc: ok (${secs}s)"
-    else
-      failed=$((failed + 1)); failures+=("molecule:$sc")
-      echo "=== molecule:$sc: FAILED (${secs:-?}s), last lines of $logs/$sc.log:"; tail -n 200 "$logs/$sc.log"
+  scenarios | tr ' ' '\n' | grep . | xargs -P "$jobs" -I{} bash -c '
+    sc=$1 logs=$2 t0=$SECONDS
+    PYTEST_ADDOPTS="--junitxml=$JUNIT/molecule-$sc.xml" timeout -k 120 "$MOLECULE_TIMEOUT" \
+      molecule test -s "$sc" >"$logs/$sc.log" 2>&1
+    rc=$?
+    if [ "$rc" != 0 ]; then  # a scenario ended by the limit did not reach its own destroy
+      timeout 600 molecule destroy -s "$sc" >>"$logs/$sc.log" 2>&1
     fi
+    echo "$rc $((SECONDS - t0))" >"$logs/$sc.rc"
+    report_scenario "$sc" "$rc" $((SECONDS - t0))' _ {} "$logs"
+  for sc in $(scenarios); do
+    rc=1 secs=?
+    read -r rc secs <"$logs/$sc.rc"
+    printf '%s\t%s\t%s\n' "molecule:$sc" "$secs" "$([ "$rc" = 0 ] && echo ok || echo FAILED)" >>"$SUMMARY"
+    if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("molecule:$sc"); fi
   done
 }
 
@@ -72,25 +156,27 @@ PY
   local d excludes=()
   for d in molecule sim tests scripts; do [ -d "$dest/$d" ] && excludes+=(--exclude "$d/"); done
   (cd "$dest" && git init -q && git add -A &&
-     ansible-test sanity --python 3.11 --color no "${excludes[@]}")
+     timeout 1200 ansible-test sanity --python 3.11 --color no "${excludes[@]}")
 }
 
 for s in "${stages[@]}"; do
   case $s in
     lint)
-      stage yamllint yamllint -s .
-      stage ansible-lint ansible-lint --profile production -q ;;
+      stage yamllint timeout 600 yamllint -s .
+      stage ansible-lint timeout 900 ansible-lint --profile production -q ;;
     unit)
-      stage unit python -m pytest -q tests/unit ;;
+      stage unit python -m pytest -q --timeout 300 --junitxml "$JUNIT/unit.xml" tests/unit ;;
     sanity)
       stage sanity sanity ;;
     molecule)
       molecule_all ;;
-    *) echo "unknown stage $s (lint, unit, sanity, molecule)"; exit 2 ;;
+    *) echo "unknown stage $s (quick, lint, unit, sanity, molecule)"; exit 2 ;;
   esac
 done
 
 echo
+echo "=== summary (stage or scenario, seconds, result); JUnit XML in .cache/junit/"
+column -t -s $'\t' "$SUMMARY" 2>/dev/null || cat "$SUMMARY"
 ((failed)) && echo "failed stages: ${failures[*]}"
 echo "$passed passed, $failed failed"
 ((failed == 0))

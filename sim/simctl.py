@@ -8,6 +8,8 @@ addresses, an SSH key and a few variables a real user could set as well.
     simctl.py up   --cluster pair --nodes 2 [--gpu spark-worker-1=wedged]
     simctl.py down --cluster pair
     simctl.py status --cluster pair
+    simctl.py logs --cluster pair --dest DIR   # each node's dgxspark-* journals, before a down
+    simctl.py prune                       # every sim node, volume and network left by earlier runs
 
 Every cluster has a fixed index (sim/clusters.yml) that gives it its own two
 networks (management and ConnectX-7 "fabric") with static addresses, so an
@@ -325,6 +327,40 @@ def cmd_down(args):
     log(f"cluster {args.cluster}: removed {len(names)} nodes")
 
 
+def cmd_logs(args):
+    """Each node's journals of the collection's units, its failed units and its containers, one file a node:
+    what a failed scenario needs to be diagnosed after its nodes are gone."""
+    dest = pathlib.Path(args.dest)
+    for c in cluster_containers(args.cluster):
+        dest.mkdir(parents=True, exist_ok=True)
+        parts = []
+        for title, cmd in (("systemctl --failed", ["systemctl", "--failed", "--no-pager"]),
+                           ("docker ps -a", ["docker", "ps", "-a"]),
+                           ("journalctl -u dgxspark-* (last 400 lines)",
+                            ["journalctl", "-u", "dgxspark-*", "-n", "400", "--no-pager", "-o", "short-monotonic"])):
+            res = run(PODMAN + ["exec", c, *cmd], check=False, capture=True, timeout=60)
+            parts.append(f"### {c}: {title}\n{res.stdout}{res.stderr}")
+        (dest / f"{c}.log").write_text("\n".join(parts))
+    log(f"cluster {args.cluster}: node logs in {dest}")
+
+
+def cmd_prune(_args=None):
+    """Remove what earlier runs left: every container, volume and network of a sim cluster. Names what it removed."""
+    names = run(PODMAN + ["ps", "-a", "--filter", "label=dgxspark-sim", "--format", "{{.Names}}"],
+                capture=True).stdout.split()
+    if names:
+        run(PODMAN + ["rm", "-f", "-i", "-t", "0", *names], check=False, capture=True)
+    volumes = run(PODMAN + ["volume", "ls", "-q", "--filter", "label=dgxspark-sim"], capture=True).stdout.split()
+    if volumes:
+        run(PODMAN + ["volume", "rm", "-f", *volumes], check=False, capture=True)
+    ours = {f"{c}-{net}" for c in clusters() for net in ("mgmt", "fabric")}
+    nets = [n for n in run(PODMAN + ["network", "ls", "--format", "{{.Name}}"], capture=True).stdout.split() if n in ours]
+    if nets:
+        run(PODMAN + ["network", "rm", "-f", *nets], check=False, capture=True)
+    log(f"pruned {len(names)} nodes, {len(volumes)} volumes, {len(nets)} networks left by earlier runs"
+        + (f": {' '.join(names)}" if names else ""))
+
+
 def cmd_status(args):
     for n in cluster_containers(args.cluster):
         state = run(PODMAN + ["inspect", "-f", "{{.State.Status}}", n], capture=True).stdout.strip()
@@ -335,15 +371,19 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("build")
-    for name in ("up", "down", "status"):
+    sub.add_parser("prune")
+    for name in ("up", "down", "status", "logs"):
         sp = sub.add_parser(name)
         sp.add_argument("--cluster", default="pair", choices=sorted(clusters()))
         if name == "up":
             sp.add_argument("--nodes", type=int, default=2)
             sp.add_argument("--gpu", action="append", default=[], metavar="NODE=STATE",
                             help="stand-in GPU state of a node: healthy, idle, throttled, wedged")
+        if name == "logs":
+            sp.add_argument("--dest", required=True, help="folder for one log file a node")
     args = p.parse_args()
-    {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status}[args.cmd](args)
+    {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status, "logs": cmd_logs,
+     "prune": cmd_prune}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def assert_argv_follows_recipe(argv, data):
         assert flag_value(argv, "served-model-name") == data["served_model_name"]
 
 
-def api(head, url, key=None, body=None, timeout=10):
+def api(head, url, key=None, body=None, timeout=60):
     """HTTP status and body of a request made on the head (curl, loopback or the API address)."""
     cmd = f"curl -s -m {timeout} -o /tmp/api-body -w '%{{http_code}}' "
     if key:
@@ -131,7 +131,7 @@ def wait_health(head, url, timeout, want=200):
     """Seconds until /health answers `want` (or None at the timeout)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if api(head, url + "/health")[0] == want:
+        if api(head, url + "/health", timeout=10)[0] == want:
             return time.monotonic() - t0
         time.sleep(1)
     return None

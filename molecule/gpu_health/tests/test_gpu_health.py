@@ -155,7 +155,7 @@ def test_the_watch_runs_on_every_node_and_exports_its_figures():
 
 def test_a_wedge_appearing_under_load_is_caught_by_the_watch_and_named_by_diagnose(worker_gpu, tmp_path):
     host = node(WORKER)
-    host.check_output("sudo sh -c 'nohup gpu-burn-standin 120 >/dev/null 2>&1 &'")
+    host.check_output("sudo sh -c 'nohup gpu-burn-standin 600 >/dev/null 2>&1 &'")
     try:
         worker_gpu("wedged")
         seconds, state = wait_for_finding(WORKER, "wedged")
@@ -195,7 +195,7 @@ def test_while_serving_the_check_takes_the_watchs_verdict_and_fails_on_its_wedge
     """With serving running, gpu_health reads the node's GPU watch (fresh, judged over its window under the
     real load) instead of sampling for seconds: a wedge the watch saw fails the check with the remedy."""
     host = node(WORKER)
-    host.check_output("sudo sh -c 'nohup gpu-burn-standin 120 >/dev/null 2>&1 &'")
+    host.check_output("sudo sh -c 'nohup gpu-burn-standin 600 >/dev/null 2>&1 &'")
     remove = serving_standin(host)
     try:
         worker_gpu("wedged")

@@ -318,7 +318,7 @@ def test_down_node_stops_the_run_naming_it(desktop):
     assert sudo(HEAD, SNAPSHOT) == before
 
 
-def wait_for_ssh(name, timeout=90):
+def wait_for_ssh(name, timeout=300):  # the sim itself allows a booting node 300 s
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -123,7 +123,7 @@ def test_killed_transfer_leaves_no_partial_file_and_the_rerun_converges():
     head, worker = node(HEAD), node(WORKER)
     rel = f"cache/KILLTEST{int(time.time())}/big_kernel.cubin"
     assert worker.run(f"test -e {CACHE}/{rel}").rc != 0
-    head.check_output(f"mkdir -p {CACHE}/{os.path.dirname(rel)} && head -c 48M /dev/urandom > {CACHE}/{rel}")
+    head.check_output(f"mkdir -p {CACHE}/{os.path.dirname(rel)} && head -c 192M /dev/urandom > {CACHE}/{rel}")
     proc = module({"rsync_opts": ["--bwlimit=6M"]}, popen=True)
     try:
         partial = ""
