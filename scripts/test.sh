@@ -94,13 +94,12 @@ report_scenario() {  # report_scenario NAME RC SECONDS: its result as soon as it
   {
     echo "=== molecule:$sc: FAILED (${secs}s$([ "$rc" = 124 ] && echo ", ended at the ${MOLECULE_TIMEOUT}s limit"))"
     echo "--- $sc: failed tasks and tests"
-    grep -E -A12 '^(fatal|failed): |^FAILED |^E  +[A-Za-z]|^(ERROR|CRITICAL) ' "$log" | head -n 150
+    grep -E -A12 '^(fatal|failed): |^FAILED [^-]|^E  +[A-Za-z]|^(ERROR|CRITICAL) ' "$log" | head -n 150
     sed -n '/short test summary info/,$p' "$log" | head -n 40
     for f in .cache/node-logs/"$sc"/*.log; do
       [ -e "$f" ] || continue
-      echo "--- $sc: $(basename "$f" .log), its failed units and the last lines of the collection's units"
-      sed -n '/systemctl --failed/,/^### /p' "$f" | head -n 20
-      tail -n 60 "$f"
+      echo "--- $sc: $(basename "$f" .log): failed units, containers, the last lines of the collection's units"
+      if (($(wc -l <"$f") <= 120)); then cat "$f"; else head -n 30 "$f"; echo "[...]"; tail -n 90 "$f"; fi
     done
     echo "--- $sc: last lines of $log"
     tail -n 80 "$log"

@@ -327,20 +327,33 @@ def cmd_down(args):
     log(f"cluster {args.cluster}: removed {len(names)} nodes")
 
 
+def ssh_node(mgmt_ip, command, timeout=60):
+    """A command on a node over SSH as its admin user, as the roles reach it (`podman exec` into a node whose
+    systemd has enabled its cgroup controllers fails with EBUSY)."""
+    return run(["ssh", "-i", str(SSH_KEY), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                f"spark@{mgmt_ip}", command], check=False, capture=True, timeout=timeout)
+
+
 def cmd_logs(args):
-    """Each node's journals of the collection's units, its failed units and its containers, one file a node:
-    what a failed scenario needs to be diagnosed after its nodes are gone."""
+    """Each node's failed units, containers and journals of the collection's units, one file a node: what a
+    failed scenario needs to be diagnosed after its nodes are gone."""
     dest = pathlib.Path(args.dest)
-    for c in cluster_containers(args.cluster):
+    names = set(cluster_containers(args.cluster))
+    _, nodes = layout(args.cluster, 16)
+    for n in (n for n in nodes if n["container"] in names):
         dest.mkdir(parents=True, exist_ok=True)
         parts = []
-        for title, cmd in (("systemctl --failed", ["systemctl", "--failed", "--no-pager"]),
-                           ("docker ps -a", ["docker", "ps", "-a"]),
+        for title, cmd in (("systemctl --failed", "systemctl --failed --no-pager"),
+                           ("docker ps -a", "sudo docker ps -a"),
                            ("journalctl -u dgxspark-* (last 400 lines)",
-                            ["journalctl", "-u", "dgxspark-*", "-n", "400", "--no-pager", "-o", "short-monotonic"])):
-            res = run(PODMAN + ["exec", c, *cmd], check=False, capture=True, timeout=60)
-            parts.append(f"### {c}: {title}\n{res.stdout}{res.stderr}")
-        (dest / f"{c}.log").write_text("\n".join(parts))
+                            "sudo journalctl -u 'dgxspark-*' -n 400 --no-pager -o short-monotonic")):
+            try:
+                res = ssh_node(n["mgmt_ip"], cmd)
+                parts.append(f"### {n['container']}: {title}\n{res.stdout}{res.stderr}")
+            except subprocess.TimeoutExpired:
+                parts.append(f"### {n['container']}: {title}\n(no answer over SSH in 60 s)")
+        (dest / f"{n['container']}.log").write_text("\n".join(parts))
     log(f"cluster {args.cluster}: node logs in {dest}")
 
 

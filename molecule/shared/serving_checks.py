@@ -53,7 +53,9 @@ def head_and_worker(hosts):
 
 
 def node(name):
-    return testinfra.get_host(f"ansible://{name}?force_ansible=True", ansible_inventory=INVENTORY)
+    """A node over plain SSH with the inventory's address, user, key and SSH arguments: a command is one SSH
+    round trip, where an `ansible` run per command (force_ansible) cost seconds of a core each."""
+    return testinfra.get_host(f"ansible://{name}", ansible_inventory=INVENTORY)
 
 
 def recipe(name="minimax-m3-vision"):
@@ -67,14 +69,24 @@ def ray_members(head, fabric_ips):
     return json.loads(out.stdout)
 
 
+def engine_pid(head, container="dgxspark-ray"):
+    """The running engine's pid in the Ray head container; without one, the units' state and journals say why."""
+    res = head.run(f"sudo docker exec {container} cat {PIDFILE}")
+    if res.rc != 0:
+        why = head.run("systemctl status --no-pager -n 0 dgxspark-vllm dgxspark-ray; sudo journalctl --no-pager "
+                       "-o short-monotonic -n 150 -u dgxspark-vllm -u dgxspark-ray").stdout
+        raise AssertionError(f"no engine pidfile in {container} ({res.stderr.strip()}):\n{why}")
+    return res.stdout.strip()
+
+
 def engine_argv(head, container="dgxspark-ray"):
-    pid = head.check_output(f"sudo docker exec {container} cat {PIDFILE}")
+    pid = engine_pid(head, container)
     raw = head.check_output(f"sudo docker exec {container} cat /proc/{pid}/cmdline | base64 -w0")
     return [w.decode() for w in base64.b64decode(raw).split(b"\0") if w]
 
 
 def engine_environ(head, container="dgxspark-ray"):
-    pid = head.check_output(f"sudo docker exec {container} cat {PIDFILE}")
+    pid = engine_pid(head, container)
     raw = head.check_output(f"sudo docker exec {container} cat /proc/{pid}/environ | base64 -w0")
     return dict(w.decode().split("=", 1) for w in base64.b64decode(raw).split(b"\0") if b"=" in w)
 

@@ -58,6 +58,10 @@ def test_the_mp_backend_serves_across_the_nodes_too():
     worker = testinfra.get_host("ansible://spark-worker-1", ansible_inventory=INVENTORY)
     assert worker.service("dgxspark-vllm").is_running and not worker.service("dgxspark-ray").is_running
     body = json.dumps({"model": "minimax-m3", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
-    out = head.check_output("curl -sf -H 'Authorization: Bearer sim-default-key-0123' -H 'Content-Type: application/json' "
-                            f"-d '{body}' http://127.0.0.1:8000/v1/chat/completions")
+    res = head.run("curl -s -m 120 -w '\\n%{http_code}' -H 'Authorization: Bearer sim-default-key-0123' "
+                   f"-H 'Content-Type: application/json' -d '{body}' http://127.0.0.1:8000/v1/chat/completions")
+    out, _, status = res.stdout.rpartition("\n")
+    # On a failure the answer's own words and both nodes' engine journals say why.
+    journals = "\n".join(h.run("sudo journalctl -u dgxspark-vllm -n 60 --no-pager -o cat").stdout for h in (head, worker))
+    assert status == "200", f"HTTP {status}: {out}\n{journals}"
     assert json.loads(out)["usage"]["completion_tokens"] == 8
