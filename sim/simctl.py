@@ -237,6 +237,12 @@ def start_node(cluster, node, image, archives, model, gpu_state):
     # half streamed) would hand the new node's container storage layers that are not there.
     run(PODMAN + ["volume", "rm", "-f", f"{c}-docker"], capture=True)
     run(PODMAN + ["volume", "create", "--label", f"dgxspark-sim={cluster}", f"{c}-docker"], capture=True)
+    # A run killed while it removed a node can leave files in the volume's folder that the next volume of
+    # the same name finds (seen: Docker's image records without their layers): a new node starts empty.
+    mount = pathlib.Path(run(PODMAN + ["volume", "inspect", "--format", "{{.Mountpoint}}", f"{c}-docker"],
+                             capture=True).stdout.strip())
+    for entry in mount.iterdir() if mount.is_dir() else ():
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     run(PODMAN + ["run", "-d", "--name", c, "--hostname", node["name"], "--privileged",
                   "--systemd=always", *ULIMITS,
                   # A DGX OS node's /dev/shm is half its memory; vLLM's ranks share it (--ipc host).
@@ -346,6 +352,7 @@ def cmd_logs(args):
         parts = []
         for title, cmd in (("systemctl --failed", "systemctl --failed --no-pager"),
                            ("docker ps -a", "sudo docker ps -a"),
+                           ("journalctl -u docker (last 60 lines)", "sudo journalctl -u docker -n 60 --no-pager -o short-monotonic"),
                            ("journalctl -u dgxspark-* (last 400 lines)",
                             "sudo journalctl -u 'dgxspark-*' -n 400 --no-pager -o short-monotonic")):
             try:
