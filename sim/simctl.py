@@ -353,8 +353,8 @@ def cmd_logs(args):
         for title, cmd in (("systemctl --failed", "systemctl --failed --no-pager"),
                            ("docker ps -a", "sudo docker ps -a"),
                            ("journalctl -u docker (last 60 lines)", "sudo journalctl -u docker -n 60 --no-pager -o short-monotonic"),
-                           ("journalctl -u dgxspark-* (last 400 lines)",
-                            "sudo journalctl -u 'dgxspark-*' -n 400 --no-pager -o short-monotonic")):
+                           ("journalctl -u dgxspark-* (last 1500 lines)",
+                            "sudo journalctl -u 'dgxspark-*' -n 1500 --no-pager -o short-monotonic")):
             try:
                 res = ssh_node(n["mgmt_ip"], cmd)
                 parts.append(f"### {n['container']}: {title}\n{res.stdout}{res.stderr}")

@@ -5,7 +5,8 @@
   refuses Ray: "current platform cpu does not support ray").
 * ``faults`` (vllm.general_plugins, loaded in every vLLM process, ranks included): the
   field report's failures and the engine-side checks of the real stack, modelled (see
-  faults.py). Every figure they produce is modelled, not measured.
+  faults.py). Every figure they produce is modelled, not measured. Each process also asks for
+  what the CPU build needs from the x86 host the sim runs on (host.py: AMX).
 """
 
 
@@ -14,5 +15,6 @@ def platform():
 
 
 def install_faults():
-    from dgxspark_sim_vllm import faults as _faults  # pylint: disable=import-outside-toplevel
+    from dgxspark_sim_vllm import faults as _faults, host as _host  # pylint: disable=import-outside-toplevel
+    _host.allow_amx()
     _faults.install()
