@@ -237,8 +237,8 @@ def start_node(cluster, node, image, archives, model, gpu_state):
     # half streamed) would hand the new node's container storage layers that are not there.
     run(PODMAN + ["volume", "rm", "-f", f"{c}-docker"], capture=True)
     run(PODMAN + ["volume", "create", "--label", f"dgxspark-sim={cluster}", f"{c}-docker"], capture=True)
-    # A run killed while it removed a node can leave files in the volume's folder that the next volume of
-    # the same name finds (seen: Docker's image records without their layers): a new node starts empty.
+    # A new node starts with an empty Docker store. Once, after a run was killed mid-destroy, a new worker's
+    # Docker held image records without their layers; a folder left behind is the suspected cause.
     mount = pathlib.Path(run(PODMAN + ["volume", "inspect", "--format", "{{.Mountpoint}}", f"{c}-docker"],
                              capture=True).stdout.strip())
     for entry in mount.iterdir() if mount.is_dir() else ():
@@ -283,10 +283,7 @@ def start_node(cluster, node, image, archives, model, gpu_state):
 def wait_ssh(node, timeout=300):  # generous: a loaded host boots nodes slowly
     deadline = time.time() + timeout
     while time.time() < deadline:
-        res = run(["ssh", "-i", str(SSH_KEY), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
-                   "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                   "-o", "LogLevel=ERROR", f"spark@{node['mgmt_ip']}", "true"], check=False, capture=True)
-        if res.returncode == 0:
+        if ssh_node(node["mgmt_ip"], "true", timeout=30).returncode == 0:
             return
         time.sleep(1)
     raise SystemExit(f"[sim] {node['name']} ({node['mgmt_ip']}): sshd did not answer in {timeout}s")
