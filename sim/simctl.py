@@ -283,8 +283,11 @@ def start_node(cluster, node, image, archives, model, gpu_state):
 def wait_ssh(node, timeout=300):  # generous: a loaded host boots nodes slowly
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if ssh_node(node["mgmt_ip"], "true", timeout=30).returncode == 0:
-            return
+        try:
+            if ssh_node(node["mgmt_ip"], "true", timeout=30).returncode == 0:
+                return
+        except subprocess.TimeoutExpired:  # a booting node can accept the connection and stall
+            pass
         time.sleep(1)
     raise SystemExit(f"[sim] {node['name']} ({node['mgmt_ip']}): sshd did not answer in {timeout}s")
 
