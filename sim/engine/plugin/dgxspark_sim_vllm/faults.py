@@ -89,15 +89,22 @@ MARK = "# dgxspark-sim mod applied: "
 _state = {"first_step": True}
 
 
-def _logger():
-    try:
-        from vllm.logger import init_logger  # pylint: disable=import-outside-toplevel
-        return init_logger("vllm.dgxspark_sim")
-    except ImportError:
-        return logging.getLogger("dgxspark_sim")
+class _Log:
+    """vLLM's logger, made at the first message: the mods stand-in imports this module for its constants, and
+    importing vLLM (torch with it) cost each of the nine mod runs seconds of a shared core."""
+    _log = None
+
+    def __getattr__(self, name):
+        if _Log._log is None:
+            try:
+                from vllm.logger import init_logger  # pylint: disable=import-outside-toplevel
+                _Log._log = init_logger("vllm.dgxspark_sim")
+            except ImportError:
+                _Log._log = logging.getLogger("dgxspark_sim")
+        return getattr(_Log._log, name)
 
 
-LOG = _logger()
+LOG = _Log()
 
 
 def _initial_environ():
