@@ -44,7 +44,7 @@ scenarios() {
   # Every scenario unless MOLECULE_SCENARIOS names some; the longest first (by their last measured
   # times, docs/benchmarks.md), so the longest path starts at once and parallel runs end together.
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then echo "$MOLECULE_SCENARIOS"; return; fi
-  local s first=(fidelity field_report default serve upgrade readiness quad) rest=()
+  local s first=(default fidelity serve upgrade readiness quad) rest=()
   for s in molecule/*/molecule.yml; do
     s=${s#molecule/}; s=${s%/molecule.yml}
     [[ " ${first[*]} " == *" $s "* ]] || rest+=("$s")

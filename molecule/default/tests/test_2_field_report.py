@@ -1,10 +1,13 @@
 """The field report's two traps and its desktop, reproduced in the real engine: each fails the way the
-report saw it when the collection's countermeasure is left out, and does not with it. The converge
-before was the full, healthy deployment."""
+report saw it when the collection's countermeasure is left out, and does not with it. They run on the
+default scenario's pair after its converge (the full, healthy deployment) and its stack checks, and put
+back what they change, for the journey's checks after them."""
 import json
 import pathlib
 import sys
 import time
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
 import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
@@ -40,6 +43,15 @@ def new_worker_cache():
     worker = sc.node(WORKER)
     worker.check_output(f"sudo rm -rf {TRITON}/cache")
     assert kernels(sc.node(HEAD)) == set(KERNELS) and not kernels(worker)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worker_cache_put_back():
+    """The checks here empty the worker's Triton cache; the checks after them find it synced again."""
+    yield
+    if kernels(sc.node(WORKER)) != set(KERNELS):
+        res = sc.playbook("site.yml", "--tags", "triton_cache")
+        assert res.returncode == 0, res.stdout[-3000:]
 
 
 def test_diagnose_names_the_kernels_the_cold_worker_lacks(tmp_path):

@@ -8,8 +8,8 @@ import testinfra
 # Molecule's inventory directory holds the scenario's hosts and the sim group_vars.
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
 NODES = ["spark-head", "spark-worker-1"]
-SERVING_ARCHIVE = "/srv/dgxspark-sim/serving-image.tar"
-SERVING_IMAGE = "localhost/dgxspark-sim-serving:latest"
+# The engine image the converge put on every node (no second image loaded for one container run).
+ENGINE_IMAGE = "localhost/dgxspark-sim-vllm:latest"
 
 
 def node(name):
@@ -27,9 +27,7 @@ def test_systemd_runs_and_node_answers_as_itself(name):
 @pytest.mark.parametrize("name", NODES)
 def test_nested_docker_run(name):
     host = node(name)
-    if host.run(f"sudo docker image inspect {SERVING_IMAGE} >/dev/null 2>&1").rc != 0:
-        host.check_output(f"sudo docker load -q -i {SERVING_ARCHIVE}")
-    out = host.run(f"sudo docker run --rm --network host {SERVING_IMAGE} "
-                   "python3 -c 'import ray; print(\"nested ok\", ray.__version__)'")
+    out = host.run(f"sudo docker run --rm --network host --entrypoint python3 {ENGINE_IMAGE} "
+                   "-c 'import ray; print(\"nested ok\", ray.__version__)'")
     assert out.rc == 0, out.stderr
     assert out.stdout.startswith("nested ok 2."), out.stdout

@@ -1,7 +1,7 @@
 """The whole journey on the simulated pair, after site.yml converged (and ran a
 second time with nothing changed): the endpoint answers, diagnose.yml collects one
 report, and the mp backend serves too. bench.yml against the recipe's figures, healthy
-and wedged, is in the field_report scenario."""
+and wedged, is in test_2_field_report.py, on this same pair."""
 
 import json
 import os
