@@ -1,5 +1,7 @@
 """Each countermeasure of the collection taken away in turn, on the real engine: the run fails, and
-the message names what is missing. The converge before was the full, healthy deployment."""
+the message names what is missing. The converge before was the full, healthy deployment. The checks
+that leave the Ray cluster as it is come first: each change of its containers restarts Ray on both
+nodes."""
 import json
 import pathlib
 import sys
@@ -51,6 +53,39 @@ def test_an_impossible_context_is_stopped_in_preflight_before_any_change():
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 
+def test_a_utilization_that_leaves_no_kv_cache_is_stopped_in_preflight_before_any_change():
+    res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert "vLLM would refuse to start (No available memory for the cache blocks" in out, out[-3000:]
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
+def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_change():
+    res = sc.playbook("site.yml", "--tags", "preflight", "-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert "GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node" in out and "It comes from ray_cluster_env" in out
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
+def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks():
+    # Past preflight, the real engine's own KV check refuses what a GB10 would have left at util 0.85
+    # (the weights and overheads take more than 0.85 of it; modelled by the sim plugin).
+    out = run_and_record("kv_cache_no_memory", "site.yml", "--tags", "ray_cluster,serve",
+                         *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
+    assert "Reason: ValueError: No available memory for the cache blocks" in out, out[-4000:]
+
+
+def test_without_auto_tool_choice_every_agent_request_is_refused():
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate",
+                      *sc.overrides_with({"args": {"enable-auto-tool-choice": False}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert 'tool_choice "auto" was refused (status 400)' in out, out[-4000:]
+    assert "--enable-auto-tool-choice" in out
+
+
 def test_the_launchers_prometheus_mod_kills_the_build_as_it_killed_the_launch():
     # Without the collection's replacement the launcher's own mod runs, and the sim image's
     # instrumentator (8.1.0) no longer has the block it replaces: SystemExit, as the field report saw.
@@ -84,14 +119,6 @@ def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
         assert var in out, var
 
 
-def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_change():
-    res = sc.playbook("site.yml", "--tags", "preflight", "-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}}))
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
-    assert "GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node" in out and "It comes from ray_cluster_env" in out
-    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
-
-
 def test_without_the_interface_check_gloo_fails_every_rank():
     # The same name given past the check (raw docker run arguments, which it does not read): the real
     # ranks' gloo refuses it at their first collective, and the health wait names it.
@@ -101,35 +128,10 @@ def test_without_the_interface_check_gloo_fails_every_rank():
     assert "Unable to find address for: enp9s0" in out, out[-4000:]
 
 
-def test_a_utilization_that_leaves_no_kv_cache_is_stopped_in_preflight_before_any_change():
-    res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
-    assert "vLLM would refuse to start (No available memory for the cache blocks" in out, out[-3000:]
-    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
-
-
-def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks():
-    # Past preflight, the real engine's own KV check refuses what a GB10 would have left at util 0.85
-    # (the weights and overheads take more than 0.85 of it; modelled by the sim plugin).
-    out = run_and_record("kv_cache_no_memory", "site.yml", "--tags", "ray_cluster,serve",
-                         *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
-    assert "Reason: ValueError: No available memory for the cache blocks" in out, out[-4000:]
-
-
 def test_rays_default_object_store_takes_the_memory_the_engine_needs():
     out = run_and_record("ray_default_object_store", "site.yml", "--tags", "ray_cluster,serve",
                          "-e", "ray_cluster_object_store_memory=0")
     assert "Free memory on device" in out and "Ray's object store holds" in out, out[-4000:]
-
-
-def test_without_auto_tool_choice_every_agent_request_is_refused():
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate",
-                      *sc.overrides_with({"args": {"enable-auto-tool-choice": False}}))
-    out = sc.flat(res.stdout)
-    assert res.returncode != 0, out[-3000:]
-    assert 'tool_choice "auto" was refused (status 400)' in out, out[-4000:]
-    assert "--enable-auto-tool-choice" in out
 
 
 def test_the_launchers_own_recipe_file_serves_as_it_is():
