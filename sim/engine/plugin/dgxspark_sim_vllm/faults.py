@@ -24,7 +24,7 @@ figure it produces is modelled, not measured.
   lockstep pair runs at its slowest node (a healthy pair gives the field report's
   36.3 tok/s tg32, a head wedged at 611 MHz ~20); while it steps, the node's stand-in
   nvidia-smi reads the GPU as loaded, as a real one under the engine's load. As the modelled
-  step is a sleep, vLLM's queue readers wait for it on the queue's socket, not in vLLM's spin.
+  step is a sleep, vLLM's queue readers poll for its end every millisecond instead of spinning.
 * Memory: a GB10's free memory at start, less the desktop the node's display manager
   holds and what Ray's object store takes beyond the launcher's 1 GiB (the same unified
   memory): vLLM's startup check refuses a utilization above it, as on the field report's
@@ -368,25 +368,28 @@ def install():
     CPUWorker.init_device, CPUWorker.load_model = init_device_sim, load_model_sim
     CPUWorker.determine_available_memory = available_sim
     CPUModelRunner.execute_model = execute_sim
-    _readers_wait_without_spinning()
+    _readers_poll_without_spinning()
 
 
-def _readers_wait_without_spinning():
-    """vLLM's shared-memory queues spin a reader (sched_yield) for 1 s after each read, then wait on the queue's
-    notification socket: on the pair a step takes ~27 ms, so the engine core and the head's rank spin through
-    it by design. Here a step is paced by sleeping for the modelled clock times DGXSPARK_SIM_TIME_SCALE
-    (~0.5 s), and the same spin burned a host core per reader for every generated token, taken from the other
-    nodes on the same cores. Readers go straight to the socket wait (the writer notifies on every write)."""
+def _readers_poll_without_spinning():
+    """vLLM's shared-memory queue readers (the engine core, the head's rank) spin on sched_yield for 1 s after
+    each read before they wait on the queue's socket: on the pair a step takes ~27 ms, so they spin through it
+    by design. Here a step is paced by sleeping for the modelled clock times DGXSPARK_SIM_TIME_SCALE (~0.5 s),
+    and that spin burned a host core per reader for every generated token, taken from the other nodes on the
+    same cores. Within the same 1 s window the reader sleeps 1 ms between looks instead: the same path and
+    the same window, a millisecond later at most. (Skipping the window for the socket wait made each step
+    wait seconds for its wake-up: a 24-token answer took minutes.)"""
     from vllm.distributed.device_communicators import shm_broadcast  # pylint: disable=import-outside-toplevel
     cls = shm_broadcast.SpinCondition
     if getattr(cls, "_dgxspark_sim", False):
         return
     cls._dgxspark_sim = True
-    init = cls.__init__
+    wait = cls.wait
 
-    def init_sim(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        if self.is_reader:
-            self.busy_loop_s = 0
+    def wait_sim(self, timeout_ms=None):
+        if time.monotonic() <= self.last_read + self.busy_loop_s:
+            time.sleep(0.001)
+        else:
+            wait(self, timeout_ms)
 
-    cls.__init__ = init_sim
+    cls.wait = wait_sim
