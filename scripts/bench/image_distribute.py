@@ -156,7 +156,7 @@ def payload(head_ip, path):
 def launcher(head_ip, worker_fabric):
     """The launcher's way: docker save to /tmp, copy, docker load on the worker, remove the files."""
     t = shlex.quote
-    remote_load = f"sudo docker load -q -i /tmp/serving-image.tar && rm -f /tmp/serving-image.tar"
+    remote_load = "sudo docker load -q -i /tmp/serving-image.tar && rm -f /tmp/serving-image.tar"
     script = " && ".join([
         f"sudo docker save -o /tmp/serving-image.tar {t(REF)}",
         "sudo chmod 0644 /tmp/serving-image.tar",

@@ -16,7 +16,6 @@ Traffic goes only to the sim's containers. Prints a Markdown table.
 """
 import argparse
 import collections
-import io
 import json
 import os
 import pathlib
@@ -25,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = "triton"

@@ -9,7 +9,6 @@ import os
 import pathlib
 import subprocess
 
-import pytest
 import testinfra
 
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])

@@ -8,7 +8,6 @@ import os
 import subprocess
 import time
 
-import pytest
 import testinfra
 
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])

@@ -348,8 +348,8 @@ def install():
         if gb10 is None:
             return cpu
         if gb10 <= 0:
-            _logger().warning("dgxspark-sim, modelled: a GB10 of %s keeps no memory for the KV cache at "
-                              "gpu_memory_utilization %s", _node(), cfg.gpu_memory_utilization)
+            LOG.warning("dgxspark-sim, modelled: a GB10 of %s keeps no memory for the KV cache at "
+                        "gpu_memory_utilization %s", _node(), cfg.gpu_memory_utilization)
             return 0
         return min(cpu, gb10)
 
