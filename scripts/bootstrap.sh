@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(podman runc crun debootstrap rsync openssh-client zstd uidmap fuse-overlayfs)
+# gcc builds the sim's stand-in CUDA driver library (sim/standins/libcuda_standin.c).
+pkgs=(podman runc crun debootstrap rsync openssh-client zstd uidmap fuse-overlayfs gcc libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -53,9 +53,12 @@ RDMA_DEVICE = "rocep1s0f1"
 STANDINS = {
     "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
     "ibdev2netdev_standin.sh": "/usr/local/bin/ibdev2netdev",
-    "gpu_burn_standin.sh": "/usr/local/bin/gpu-burn-standin",
     "hf_mirror_standin.py": "/usr/local/bin/hf-mirror-standin",
 }
+# The CUDA driver library's stand-in (C, built here with the machine's gcc), in a folder the dynamic loader
+# searches without its cache: gpu_health's built-in load opens it by name as it opens the real one.
+LIBCUDA_SOURCE = "libcuda_standin.c"
+LIBCUDA_PATH = "/usr/lib/libcuda.so.1"
 # A stand-in local mirror of the recipes' models (hub-cache layout, tiny files) on the head,
 # where a user's own mirror would be (the models role's `local` source).
 HF_MIRROR = "/srv/dgxspark-sim/hf-mirror"
@@ -190,6 +193,18 @@ def cmd_build(_args=None):
     return node, archives, model
 
 
+def libcuda_standin():
+    """The stand-in libcuda.so.1, compiled once per source version."""
+    source = SIM_DIR / "standins" / LIBCUDA_SOURCE
+    lib = CACHE / f"libcuda-standin-{digest(source)}.so.1"
+    if not lib.exists():
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        partial = lib.with_suffix(".partial")
+        run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(partial), str(source)])
+        partial.rename(lib)
+    return lib
+
+
 def recipe_models():
     """Every model and drafter the serve role's recipes name."""
     models = set()
@@ -264,6 +279,7 @@ def start_node(cluster, node, image, archives, model, gpu_state):
         if path.exists():
             run(PODMAN + ["cp", str(path), f"{c}:{dest}"])
             node_exec(c, "chmod", "0755", dest)
+    run(PODMAN + ["cp", str(libcuda_standin()), f"{c}:{LIBCUDA_PATH}"])
     if node["name"] == "spark-head":  # workers get the models from the head, as on a real pair
         run(PODMAN + ["cp", str(model), f"{c}:{TINY_MODEL_SRC}"])
         node_exec(c, "python3", STANDINS["hf_mirror_standin.py"], HF_MIRROR, *recipe_models(),
@@ -294,6 +310,7 @@ def wait_ssh(node, timeout=300):  # generous: a loaded host boots nodes slowly
 
 def cmd_up(args):
     image, archives, model = cmd_build()
+    libcuda_standin()
     index, nodes = layout(args.cluster, args.nodes)
     ensure_network(f"{args.cluster}-mgmt", f"10.231.{index}.0/24")
     ensure_network(f"{args.cluster}-fabric", f"10.231.{index + 100}.0/24", mtu=9000)

@@ -11,7 +11,8 @@ module: gpu_clock_diagnosis
 short_description: Classify each NVIDIA GPU of a node as healthy, idle, throttled or wedged from its clocks under a short load
 version_added: 0.1.0
 description:
-  - Optionally starts a load command (a short compute burn), waits until the GPUs are busy, then samples
+  - Optionally loads the GPUs (its own load through the CUDA driver, O(driver_load_seconds), or a command of the
+    caller's, O(load_command)), waits until the GPUs are busy, then samples
     C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) and C(nvidia-smi -q -d PERFORMANCE) several times,
     and stops the load.
   - Each GPU is classified from the samples taken together. C(idle) means it was not busy, so its clocks say nothing;
@@ -41,11 +42,20 @@ options:
   load_command:
     description:
       - Command (argv) that loads the GPUs while the clocks are sampled, e.g. a short matmul loop in the serving image.
-      - Without it the GPUs are sampled as they are (useful while a workload runs).
+      - Without it (and without O(driver_load_seconds)) the GPUs are sampled as they are (useful while a workload runs).
       - It is stopped (its process group is terminated) once the samples are taken.
     type: list
     elements: str
     default: []
+  driver_load_seconds:
+    description:
+      - Load every GPU for this many seconds with the module's own load, through the CUDA driver alone (C(libcuda), which
+        the NVIDIA driver installs). The load is a chain of fused multiply-adds in PTX that the driver compiles for the GPU
+        it finds. No CUDA toolkit, Python package or container image is needed, so it runs on a bare node.
+      - 0 means no built-in load. Ignored when O(load_command) is given.
+    type: float
+    default: 0
+    version_added: 0.2.0
   samples:
     description: Number of samples per GPU, taken once the GPUs are busy.
     type: int
@@ -230,11 +240,13 @@ summary:
 
 import json
 import os
+import sys
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _background as background
+from ansible_collections.dgxspark.vllm.plugins.module_utils import _gpu_burn as gpu_burn
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _nvidia_smi as smi
 
 
@@ -311,6 +323,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             load_command=dict(type="list", elements="str", default=[]),
+            driver_load_seconds=dict(type="float", default=0.0),
             samples=dict(type="int", default=5),
             interval=dict(type="float", default=1.0),
             load_ready_timeout=dict(type="float", default=90.0),
@@ -332,6 +345,9 @@ def main():
     if p["interval"] <= 0:
         module.fail_json(msg="interval must be positive, got %s" % p["interval"])
     load = dict(ran=False, busy_after_s=None, exited_early=False, rc=None, output_tail="")
+    if not p["load_command"] and p["driver_load_seconds"] > 0:
+        # The built-in load, run by this node's Python as a script of its own (stopped with its process group).
+        p["load_command"] = [sys.executable, "-c", gpu_burn.script(), str(p["driver_load_seconds"])]
     if not p["load_command"] and p["watch_state"]:
         watched = from_watch(p["watch_state"], time.time(), p["watch_max_age"])
         if watched:

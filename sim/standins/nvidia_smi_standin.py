@@ -5,7 +5,8 @@ Prints GB10-like values in nvidia-smi's real formats: the default table, `-L`,
 `--query-gpu=FIELDS --format=csv[,noheader][,nounits]`, `--query-compute-apps`,
 and `-q [-d PERFORMANCE]`. What it reports follows `gpu_state` in
 /etc/dgxspark-sim/scenario.json (healthy, idle, throttled, wedged) and whether a
-load runs: a live `gpu-burn-standin` leaves /tmp/dgxspark-sim-gpu-load.<pid>, and the sim's
+load runs: a process holding a context of the stand-in libcuda (sim/standins/libcuda_standin.c, which
+gpu_health's built-in load opens as it opens the real driver) leaves /tmp/dgxspark-sim-gpu-load.<pid>, and the sim's
 engine touches /etc/dgxspark-sim/engine-busy while it decodes.
 Unloaded, every state reads idle (208 MHz, P8, ~4.5 W). Loaded:
   healthy    ~2400 MHz, 35-90 W, no reason
@@ -47,7 +48,7 @@ def gpu_state():
 
 
 def loaded():
-    """A live gpu-burn-standin, or the sim's engine decoding (it touches ENGINE_BUSY every step)."""
+    """A live process with a stand-in CUDA context, or the sim's engine decoding (it touches ENGINE_BUSY every step)."""
     for marker in glob.glob(MARKERS):
         if os.path.exists("/proc/" + marker.rsplit(".", 1)[1]):
             return True

@@ -5,6 +5,7 @@ the role again with ansible-playbook against the scenario inventory; the GPU is 
 The gpu_watch tests change the stand-in GPU under the running watch and wait for its finding.
 """
 
+import base64
 import json
 import os
 import pathlib
@@ -142,6 +143,18 @@ def diagnose(tmp_path):
     return playbook("-e", f"diagnose_report_dir={tmp_path}", playbook_file=str(PROJECT / "playbooks" / "diagnose.yml"))
 
 
+def start_load(host, seconds=600):
+    """gpu_health's built-in load (plugins/module_utils/_gpu_burn.py, through the node's libcuda) in the background."""
+    # The module file defines the load; as gpu_clock_diagnosis sends it, a last line runs it.
+    source = (PROJECT / "plugins" / "module_utils" / "_gpu_burn.py").read_text() + "\nraise SystemExit(main(sys.argv))\n"
+    host.check_output(f"printf %s {base64.b64encode(source.encode()).decode()} | base64 -d > /tmp/dgxspark_gpu_load.py")
+    host.check_output(f"sudo sh -c 'nohup python3 /tmp/dgxspark_gpu_load.py {seconds} >/dev/null 2>&1 &'")
+
+
+def stop_load(host):
+    host.run("sudo pkill -f dgxspark_gpu_load.py")
+
+
 def test_the_watch_runs_on_every_node_and_exports_its_figures():
     for name in (HEAD, WORKER):
         host = node(name)
@@ -155,7 +168,7 @@ def test_the_watch_runs_on_every_node_and_exports_its_figures():
 
 def test_a_wedge_appearing_under_load_is_caught_by_the_watch_and_named_by_diagnose(worker_gpu, tmp_path):
     host = node(WORKER)
-    host.check_output("sudo sh -c 'nohup gpu-burn-standin 600 >/dev/null 2>&1 &'")
+    start_load(host)
     try:
         worker_gpu("wedged")
         seconds, state = wait_for_finding(WORKER, "wedged")
@@ -173,7 +186,7 @@ def test_a_wedge_appearing_under_load_is_caught_by_the_watch_and_named_by_diagno
         report = json.loads(next(tmp_path.glob("diagnose-*.json")).read_text())
         assert report["findings"] and WORKER in report["findings"][0]
     finally:
-        host.run("sudo pkill -f gpu-burn-standin")
+        stop_load(host)
     worker_gpu("healthy")
     deadline = time.monotonic() + 60
     while watch_state(WORKER)["findings"] and time.monotonic() < deadline:
@@ -195,7 +208,7 @@ def test_while_serving_the_check_takes_the_watchs_verdict_and_fails_on_its_wedge
     """With serving running, gpu_health reads the node's GPU watch (fresh, judged over its window under the
     real load) instead of sampling for seconds: a wedge the watch saw fails the check with the remedy."""
     host = node(WORKER)
-    host.check_output("sudo sh -c 'nohup gpu-burn-standin 600 >/dev/null 2>&1 &'")
+    start_load(host)
     remove = serving_standin(host)
     try:
         worker_gpu("wedged")
@@ -203,7 +216,7 @@ def test_while_serving_the_check_takes_the_watchs_verdict_and_fails_on_its_wedge
         rc, out = playbook()
     finally:
         remove()
-        host.run("sudo pkill -f gpu-burn-standin")
+        stop_load(host)
     assert rc != 0, out
     assert f"{WORKER} GPU 0 NVIDIA GB10: wedged, SM 611 MHz" in out and "(GPU watch," in out, out
     assert f"Wedged GPU clock on {WORKER}" in out and "for 6 s" in out and "AC power-cycle" in out, out
