@@ -138,7 +138,7 @@ def test_build_source_builds_on_the_head_in_the_background_and_distributes():
     containerfile = (SCENARIO / "files" / "Containerfile").read_text()
     HEAD.check_output(f"cat > {context}/Containerfile <<'EOF'\n{containerfile}EOF")
     HEAD.check_output(f"echo built-by-the-image-role > {context}/marker.txt")
-    res = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} "
+    res = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} image_build_command= "
                    f"image_build_dockerfile=Containerfile image_build_log={log} image_build_poll=2")
     assert res.returncode == 0, res.stdout[-3000:]
     assert HEAD.file(log).exists
@@ -146,7 +146,7 @@ def test_build_source_builds_on_the_head_in_the_background_and_distributes():
     assert built and image_id(WORKER, ref) == built
     assert WORKER.run(f"{CLI} run --rm {ref} cat /marker.txt").stdout.strip() == "built-by-the-image-role"
     # Nothing to do the second time: the head has the tag, the worker the same ID.
-    again = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} "
+    again = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} image_build_command= "
                      f"image_build_dockerfile=Containerfile image_build_log={log}")
     assert again.returncode == 0 and recap_changed(again.stdout, "spark-head") == 0, again.stdout[-3000:]
 

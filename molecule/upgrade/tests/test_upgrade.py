@@ -39,7 +39,7 @@ def upgrade(build, tag, *args):
     context = f"/srv/dgxspark-upgrade/{build}"
     dockerfile = (FILES / build / "Dockerfile").read_text()
     head.check_output(f"sudo mkdir -p {context} && printf %s {shlex.quote(dockerfile)} | sudo tee {context}/Dockerfile >/dev/null")
-    new = {"image_source": "build", "image_build_context": context, "image_ref": f"{REF}:{tag}", "image_build_poll": 2,
+    new = {"image_source": "build", "image_build_context": context, "image_build_command": "", "image_ref": f"{REF}:{tag}", "image_build_poll": 2,
            "image_build_args": ["--label", f"org.dgxspark.test.tag={tag}"]}
     return sc.playbook("playbooks/upgrade.yml", "-e", json.dumps(new), *args, timeout=1500)
 
