@@ -27,6 +27,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# Ansible finds the collection here (ansible.cfg: collections_path = .collections).
+# Ansible finds the collection here (ansible.cfg: collections_path = .collections); the link is tracked, this
+# only puts it back where a checkout lost it.
 mkdir -p .collections/ansible_collections/dgxspark
-ln -sfn ../../.. .collections/ansible_collections/dgxspark/vllm
+[ -L .collections/ansible_collections/dgxspark/vllm ] || ln -sfn ../../.. .collections/ansible_collections/dgxspark/vllm

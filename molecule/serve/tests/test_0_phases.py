@@ -1,0 +1,33 @@
+"""Every phase of site.yml alone (`--tags PHASE`), on the pair site.yml just converged: each one runs by
+itself (no fact or variable of an earlier phase needed) and finds nothing to change."""
+import pathlib
+import re
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+
+HOSTS = sc.inventory()
+# The phases in site.yml's order, read from the playbook itself: a phase added there is tested here.
+PHASES = [t for play in yaml.safe_load((sc.PROJECT / "playbooks" / "site.yml").read_text()) for t in play.get("tags", [])]
+
+
+def changed(out):
+    """changed= of every host in the PLAY RECAP (a host no play of this phase ran on is not there)."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s*:\s*ok=\d+\s+changed=(\d+)", out, re.M)}
+
+
+def test_site_yml_has_its_phases():
+    assert len(PHASES) >= 13 and PHASES[0] == "preflight" and PHASES[-1] == "gpu_watch", PHASES
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_each_phase_alone_runs_and_changes_nothing_on_a_converged_pair(phase):
+    res = sc.playbook("site.yml", "--tags", phase, timeout=900)
+    assert res.returncode == 0, f"site.yml --tags {phase} failed:\n{res.stdout[-4000:]}"
+    counts = changed(res.stdout)
+    assert counts and set(counts) <= set(HOSTS), res.stdout[-4000:]
+    assert not any(counts.values()), f"site.yml --tags {phase} changed {counts} on a converged pair:\n{res.stdout[-4000:]}"
