@@ -14,7 +14,7 @@ Unloaded, every state reads idle (208 MHz, P8, ~4.5 W). Loaded:
   throttled  480-860 MHz, moving, HW Slowdown + HW Thermal Slowdown active
   wedged     611 MHz exactly, ~10 W, 95% util, no reason (the seed's power wedge)
   spinning   loaded or not: ~96% util at ~15 W, clock moving, no reason (a rank spinning in a
-             collective the other rank never joined: RECIPE.md's NCCL-deadlock caveat)
+             collective the other rank never joined: an NCCL deadlock looks like this)
 Values the GB10 does not report read [N/A] (memory.used, power.limit, clocks.max.memory).
 """
 import glob
