@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 _DRIVER = re.compile(r"Driver Version:\s*([0-9.]+)")
@@ -55,3 +56,12 @@ def parse_meminfo(text):
         if fields and fields[0].isdigit():
             result[name.strip()] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
     return result
+
+
+def free_bytes(path):
+    """Free bytes for an unprivileged user on the file system that holds path (or its nearest existing parent)."""
+    measured = os.path.abspath(path)
+    while not os.path.exists(measured) and measured != os.path.dirname(measured):
+        measured = os.path.dirname(measured)
+    stat = os.statvfs(measured)
+    return {"measured": measured, "free_bytes": stat.f_bavail * stat.f_frsize, "device": os.stat(measured).st_dev}

@@ -12,6 +12,9 @@ version_added: 0.1.0
 description:
   - Reads the node's architecture, admin user, memory, GPU driver and CUDA versions (from C(nvidia-smi)),
     RoCE ports (from C(ibdev2netdev)) and the fabric interface's IPv4 addresses, MTU and link state.
+  - On request, what the roles rely on later, namely passwordless C(sudo), the container engine as the admin user reaches it
+    (its runtimes, the NVIDIA one, where it keeps images, whether the serving image is there), commands on the PATH,
+    free disk under given folders, and which models are complete in the Hugging Face cache.
   - Changes nothing. A command that is missing or fails is reported in RV(node_info.errors), not as a module failure,
     so the caller can name the problem and the fix.
 options:
@@ -27,6 +30,46 @@ options:
     description: The C(ibdev2netdev) command.
     type: str
     default: ibdev2netdev
+  check_sudo:
+    description: Run C(sudo -n true) and report whether sudo works without a password.
+    type: bool
+    default: false
+    version_added: 0.2.0
+  container_cli:
+    description: The container CLI as a list of words (e.g. C([docker]) or C([sudo, docker])); empty reads no container engine.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  image:
+    description: With O(container_cli), the image whose presence is reported.
+    type: str
+    default: ""
+    version_added: 0.2.0
+  commands:
+    description: Commands whose presence on the PATH is reported.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  disk_paths:
+    description:
+      - Name to folder; the free space of each is reported (a leading C(~) is the module user's home; a folder that does not
+        exist yet is measured at its nearest existing parent). With O(container_cli), C(images) is the engine's data root.
+    type: dict
+    default: {}
+    version_added: 0.2.0
+  hf_cache:
+    description: The Hugging Face hub cache (C(.../hub)) in which O(models) are looked up.
+    type: str
+    default: ""
+    version_added: 0.2.0
+  models:
+    description: Model ids (ORG/NAME) whose completeness marker (written by M(dgxspark.vllm.model_cache)) is looked up in O(hf_cache).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -82,19 +125,49 @@ node_info:
     fabric:
       description: The fabric interface (name, exists, ipv4 as address/prefix, mtu, operstate).
       type: dict
+    sudo:
+      description: With O(check_sudo), whether C(sudo -n true) worked (C(ok)) and what it said when not (C(error)); else null.
+      type: dict
+      sample: {ok: false, error: "sudo: a password is required"}
+    containers:
+      description:
+        - With O(container_cli), whether the engine answered (C(ok), C(error)), its runtimes, whether the NVIDIA runtime or
+          hook is there (C(nvidia)), where it keeps images (C(root_dir)) and whether O(image) is there (C(image_present));
+          else null.
+      type: dict
+      sample: {ok: true, error: "", runtimes: [io.containerd.runc.v2, nvidia, runc], nvidia: true, root_dir: /var/lib/docker,
+               image_present: false}
+    commands_missing:
+      description: The O(commands) not found on the PATH.
+      type: list
+      elements: str
+    disk:
+      description:
+        - For each O(disk_paths) name, the folder, the folder measured (itself or its nearest existing parent), its free
+          bytes and the device of its file system (folders on one file system share its free space).
+      type: dict
+      sample: {models: {path: /home/spark/.cache/huggingface, measured: /home/spark, free_bytes: 400000000000, device: 66306}}
+    models_complete:
+      description: For each of O(models), whether its completeness marker is in O(hf_cache).
+      type: dict
+      sample: {Sebesky/MiniMax-M3-W4A16-GPTQ: true}
     errors:
       description: Commands or files that could not be read, with the reason.
       type: list
       elements: str
 """
 
+import json
 import os
 import platform
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils._model_cache import MARKER as MODEL_MARKER
 from ansible_collections.dgxspark.vllm.plugins.module_utils._node_info import (
-    parse_gpu_query, parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi)
+    free_bytes, parse_gpu_query, parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi)
+
+NVIDIA_HOOK = "nvidia-container-runtime-hook"
 
 
 def _read(path):
@@ -123,6 +196,13 @@ def main():
             fabric_iface=dict(type="str", required=True),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             ibdev2netdev=dict(type="str", default="ibdev2netdev"),
+            check_sudo=dict(type="bool", default=False),
+            container_cli=dict(type="list", elements="str", default=[]),
+            image=dict(type="str", default=""),
+            commands=dict(type="list", elements="str", default=[]),
+            disk_paths=dict(type="dict", default={}),
+            hf_cache=dict(type="str", default=""),
+            models=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -153,6 +233,12 @@ def main():
         addrs = _run(module, "ip", ["-o", "-4", "addr", "show", "dev", iface], errors)
         fabric["ipv4"] = parse_ipv4(addrs or "")
 
+    p = module.params
+    containers = _containers(module, p["container_cli"], p["image"]) if p["container_cli"] else None
+    disk_paths = dict(p["disk_paths"])
+    if containers and containers["root_dir"]:
+        disk_paths.setdefault("images", containers["root_dir"])
+    hf_cache = _home(p["hf_cache"])
     module.exit_json(changed=False, node_info={
         "arch": platform.machine(),
         "user": pwd.getpwuid(os.getuid()).pw_name,
@@ -161,8 +247,49 @@ def main():
         "gpu": gpu,
         "rdma_ports": parse_ibdev2netdev(ports) if ports is not None else [],
         "fabric": fabric,
+        "sudo": _sudo(module) if p["check_sudo"] else None,
+        "containers": containers,
+        "commands_missing": [c for c in p["commands"] if not module.get_bin_path(c)],
+        "disk": {name: dict(path=_home(path), **free_bytes(_home(path))) for name, path in disk_paths.items()},
+        "models_complete": {m: os.path.isfile(os.path.join(hf_cache, "models--" + m.replace("/", "--"), MODEL_MARKER))
+                            for m in p["models"]} if hf_cache else {},
         "errors": errors,
     })
+
+
+def _home(path):
+    """A leading ~ as the home of the user the module runs as."""
+    if path == "~" or path.startswith("~/"):
+        return pwd.getpwuid(os.getuid()).pw_dir + path[1:]
+    return path
+
+
+def _sudo(module):
+    if not module.get_bin_path("sudo"):
+        return {"ok": False, "error": "sudo: command not found"}
+    rc, out, err = module.run_command(["sudo", "-n", "true"])
+    return {"ok": rc == 0, "error": "" if rc == 0 else (err or out).strip()[:300] or "exit %d" % rc}
+
+
+def _containers(module, cli, image):
+    """Whether the container engine answers this user, its runtimes, the NVIDIA runtime or hook, the image."""
+    failed = {"ok": False, "runtimes": [], "nvidia": False, "root_dir": None, "image_present": False}
+    if not module.get_bin_path(cli[0]):
+        return dict(failed, error="%s: command not found" % cli[0])
+    rc, out, err = module.run_command(cli + ["info", "--format", "{{json .}}"])
+    if rc != 0:
+        return dict(failed, error=(err or out).strip()[:400] or "exit %d" % rc)
+    try:
+        info = json.loads(out or "{}") or {}
+    except ValueError:
+        info = {}
+    # Docker's CLI answers a daemon it cannot reach (no access to its socket) with rc 0 and ServerErrors.
+    if info.get("ServerErrors"):
+        return dict(failed, error="; ".join(info["ServerErrors"])[:400])
+    runtimes = sorted(info.get("Runtimes") or {})
+    present = bool(image) and module.run_command(cli + ["image", "inspect", image])[0] == 0
+    return {"ok": True, "error": "", "runtimes": runtimes, "root_dir": info.get("DockerRootDir"),
+            "nvidia": "nvidia" in runtimes or bool(module.get_bin_path(NVIDIA_HOOK)), "image_present": present}
 
 
 if __name__ == "__main__":

@@ -69,3 +69,51 @@ def test_failing_driver_is_reported(run_module, commands):
     info = run_module(node_info.main, {"fabric_iface": "lo"})["node_info"]
     assert info["gpu"] is None
     assert any("exit 9" in e and "couldn't communicate" in e for e in info["errors"])
+
+
+def test_reads_what_the_deployment_relies_on(run_module, commands, tmp_path):
+    calls = commands({
+        "nvidia-smi": (0, "", ""), "ibdev2netdev": (0, "", ""), "ip": (0, "", ""),
+        "sudo -n true": (1, "", "sudo: a password is required\n"),
+        "docker info": (0, '{"DockerRootDir":"/var/lib/docker","Runtimes":{"io.containerd.runc.v2":{"path":"runc"},'
+                           '"nvidia":{"path":"nvidia-container-runtime"}}}', ""),
+        "docker image inspect": (1, "", "Error: No such image: vllm-node-minimax-m3-b12x:latest"),
+        "rsync": (0, "", ""),
+    })
+    hub = tmp_path / "hub"
+    (hub / "models--Org--Done").mkdir(parents=True)
+    (hub / "models--Org--Done" / node_info.MODEL_MARKER).write_text("{}")
+    info = run_module(node_info.main, {
+        "fabric_iface": "lo", "check_sudo": True, "container_cli": ["docker"], "image": "vllm-node-minimax-m3-b12x:latest",
+        "commands": ["rsync", "nosuchtool"], "disk_paths": {"models": str(tmp_path / "not" / "yet")},
+        "hf_cache": str(hub), "models": ["Org/Done", "Org/Missing"], "_ansible_check_mode": True})["node_info"]
+    assert info["sudo"] == {"ok": False, "error": "sudo: a password is required"}
+    assert info["containers"]["ok"] and info["containers"]["nvidia"] and not info["containers"]["image_present"]
+    assert info["containers"]["runtimes"] == ["io.containerd.runc.v2", "nvidia"]
+    assert info["containers"]["root_dir"] == "/var/lib/docker"
+    assert info["commands_missing"] == ["nosuchtool"]
+    assert info["disk"]["models"]["measured"] == str(tmp_path) and info["disk"]["models"]["free_bytes"] > 0
+    assert "images" in info["disk"], "the engine's data root is measured too"
+    assert info["models_complete"] == {"Org/Done": True, "Org/Missing": False}
+    # Reads only: sudo runs `true`, docker only `info` and `image inspect`.
+    assert [c for c in calls if c[0] == "sudo"] == [["sudo", "-n", "true"]]
+    assert {tuple(c[1:3]) for c in calls if c[0] == "docker"} == {("info", "--format"), ("image", "inspect")}
+
+
+def test_a_docker_without_the_nvidia_runtime_or_access(run_module, commands):
+    base = {"nvidia-smi": (0, "", ""), "ibdev2netdev": (0, "", ""), "ip": (0, "", "")}
+    commands(dict(base, **{"docker info": (0, '{"Runtimes":{"runc":{"path":"runc"}}}', "")}))
+    assert run_module(node_info.main, {"fabric_iface": "lo", "container_cli": ["docker"]})["node_info"]["containers"]["nvidia"] is False
+    commands(dict(base, **{"docker info": (1, "", "permission denied while trying to connect to the Docker daemon socket")}))
+    containers = run_module(node_info.main, {"fabric_iface": "lo", "container_cli": ["docker"]})["node_info"]["containers"]
+    assert containers["ok"] is False and "permission denied" in containers["error"]
+    # Docker 26's CLI says the same with rc 0, in the JSON's ServerErrors.
+    commands(dict(base, **{"docker info": (0, '{"ServerErrors":["permission denied while trying to connect to the Docker '
+                                              'daemon socket at unix:///var/run/docker.sock"],"Runtimes":null}', "")}))
+    containers = run_module(node_info.main, {"fabric_iface": "lo", "container_cli": ["docker"]})["node_info"]["containers"]
+    assert containers["ok"] is False and "permission denied" in containers["error"] and not containers["nvidia"]
+    # No docker at all: named, not a module failure.
+    commands(base)
+    containers = run_module(node_info.main, {"fabric_iface": "lo", "container_cli": ["docker"], "check_sudo": True})["node_info"]
+    assert containers["containers"]["error"] == "docker: command not found"
+    assert containers["sudo"] == {"ok": False, "error": "sudo: command not found"}
