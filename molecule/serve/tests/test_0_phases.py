@@ -12,7 +12,7 @@ import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
 
 HOSTS = sc.inventory()
 # The phases in site.yml's order, read from the playbook itself: a phase added there is tested here.
-PHASES = [t for play in yaml.safe_load((sc.PROJECT / "playbooks" / "site.yml").read_text()) for t in play.get("tags", [])]
+PHASES = [t for play in yaml.safe_load((sc.PROJECT / "playbooks" / "site.yml").read_text()) for t in play.get("tags", []) if t != "always"]
 
 
 def changed(out):
@@ -31,3 +31,11 @@ def test_each_phase_alone_runs_and_changes_nothing_on_a_converged_pair(phase):
     counts = changed(res.stdout)
     assert counts and set(counts) <= set(HOSTS), res.stdout[-4000:]
     assert not any(counts.values()), f"site.yml --tags {phase} changed {counts} on a converged pair:\n{res.stdout[-4000:]}"
+    if phase == "serve":
+        # The finish line: the endpoint at the address clients use, a first request, and no key in the log.
+        finish = sc.flat(res.stdout[res.stdout.index("Finish line"):])
+        host = next(hv for hv in HOSTS.values() if hv["group"] == "spark_head")["serve_api_host"]
+        assert f"Endpoint: http://{host}:8000/v1 (OpenAI API), models: minimax-m3" in finish, finish
+        assert f"curl http://{host}:8000/v1/chat/completions" in finish and "$API_KEY" in finish, finish
+        key = next(iter(HOSTS.values()))["serve_api_key"]
+        assert key not in finish, "the API key is in the run's output"
