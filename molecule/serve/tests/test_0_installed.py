@@ -1,0 +1,41 @@
+"""The built collection as a user installs it: `ansible-galaxy collection build` and `install` into a folder of
+the user's own, then `ansible-playbook dgxspark.vllm.site` from another folder with a copy of the inventory and no
+ansible.cfg of the project's: on the pair the scenario converged, it runs through and changes nothing."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+
+HOSTS = sc.inventory()
+
+
+def run(argv, cwd, env, timeout):
+    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert res.returncode == 0, f"{' '.join(argv)}:\n{(res.stdout + res.stderr)[-4000:]}"
+    return res.stdout
+
+
+def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp_path):
+    # The user's machine: only ansible-core, no variable of the project's harness, no ansible.cfg in reach.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    bindir = pathlib.Path(sys.executable).parent
+    run([str(bindir / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp_path / "dist"), str(sc.PROJECT)],
+        cwd=tmp_path, env=env, timeout=300)
+    artifact = next((tmp_path / "dist").glob("dgxspark-vllm-*.tar.gz"))
+    collections = tmp_path / "collections"
+    run([str(bindir / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections), str(artifact)],
+        cwd=tmp_path, env=env, timeout=300)
+    assert not (collections / "ansible_collections" / "dgxspark" / "vllm" / "ansible.cfg").exists()
+    # A copy of the inventory in the user's folder (links resolved: the user has files, not the repo's links).
+    user = tmp_path / "user"
+    shutil.copytree(sc.INVENTORY, user / "inventory", symlinks=False)
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
+    out = run([str(bindir / "ansible-playbook"), "-i", "inventory", "dgxspark.vllm.site"], cwd=user, env=env, timeout=1500)
+    changed = {name: sc.changed_count(out, name) for name in HOSTS}
+    assert not any(changed.values()), f"the installed collection changed {changed} on the converged pair:\n{out[-4000:]}"
+    assert "Finish line" in out and "Endpoint: http://" in sc.flat(out)
