@@ -171,3 +171,23 @@ def test_an_unreadable_watch_state_means_sampling(gpu, run, tmp_path):
     (tmp_path / "state.json").write_text("{not json")
     out = run(**gpu("healthy", load=False, watch_state=str(tmp_path / "state.json")))
     assert out["source"] == "samples" and out["gpus"][0]["state"] == "idle"
+
+
+def test_the_built_in_load_runs_with_the_nodes_python_when_no_command_is_given(gpu, run, monkeypatch):
+    """driver_load_seconds starts the module's own load (module_utils/_gpu_burn.py, here a stand-in script that only
+    marks the fake GPU busy) as `python -c SCRIPT SECONDS`, and stops it once the samples are taken."""
+    seen = []
+
+    def script():
+        seen.append(True)
+        return (f"import pathlib, sys, time\npathlib.Path({str(gpu.marker)!r}).touch()\n"
+                "time.sleep(float(sys.argv[1]))\n")
+    monkeypatch.setattr(gpu_clock_diagnosis.gpu_burn, "script", script)
+    out = run(**gpu("healthy", load=False, driver_load_seconds=30))
+    assert not out["failed"], out["msg"]
+    assert seen and out["load"]["ran"] and out["load"]["busy_after_s"] is not None
+    assert out["gpus"][0]["state"] == "healthy"
+    # A command of the caller's wins over the built-in load.
+    seen.clear()
+    out = run(**gpu("healthy", driver_load_seconds=30))
+    assert not seen and out["load"]["ran"] and out["gpus"][0]["state"] == "healthy"
