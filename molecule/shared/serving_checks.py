@@ -180,8 +180,8 @@ def start_node_again(container, mgmt_ip, timeout=240):
 SIM_GROUP_VARS = PROJECT / "inventories" / "sim" / "group_vars"
 
 
-def sim_var(name, group="spark"):
-    """A variable the sim inventory sets for a group (inventories/sim/group_vars/GROUP.yml)."""
+def sim_var(name, group="sim"):
+    """A variable the sim overlay sets for a group (inventories/sim/group_vars/GROUP.yml: sim or sim_real_engine)."""
     return yaml.safe_load((SIM_GROUP_VARS / f"{group}.yml").read_text())[name]
 
 

@@ -101,7 +101,9 @@ def write_inventory(index, workdir):
         "spark_head": {"hosts": {"spark-head": {"ansible_host": f"10.231.{index}.10",
                                                 "spark_fabric_ip": f"10.231.{index + 100}.10"}}},
         "spark_workers": {"hosts": {"spark-worker-1": {"ansible_host": f"10.231.{index}.11",
-                                                       "spark_fabric_ip": f"10.231.{index + 100}.11"}}}}}}}}
+                                                       "spark_fabric_ip": f"10.231.{index + 100}.11"}}}}},
+        # The sim's overlay over the shipped group_vars (inventories/sim/hosts.yml).
+        "sim": {"vars": {"ansible_group_priority": 10}, "children": {"spark_head": {}, "spark_workers": {}}}}}}
     (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
     (inv / "group_vars").symlink_to(ROOT / "inventories" / "sim" / "group_vars")
     return inv

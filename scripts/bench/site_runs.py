@@ -61,7 +61,9 @@ def inventory_for(tree, cluster, nodes):
     for n in layout[1:]:
         workers.update(host(n))
     data = {"all": {"children": {"spark": {"children": {
-        "spark_head": {"hosts": host(layout[0])}, "spark_workers": {"hosts": workers}}}}}}
+        "spark_head": {"hosts": host(layout[0])}, "spark_workers": {"hosts": workers}}},
+        # The sim's overlay over the shipped group_vars (inventories/sim/hosts.yml).
+        "sim": {"vars": {"ansible_group_priority": 10}, "children": {"spark_head": {}, "spark_workers": {}}}}}}
     folder = pathlib.Path(tempfile.mkdtemp(prefix=f"site-runs-{cluster}-"))
     (folder / "hosts.yml").write_text(yaml.safe_dump(data))
     (folder / "group_vars").symlink_to(tree / "inventories" / "sim" / "group_vars")

@@ -145,8 +145,15 @@ def test_check_mode_reports_the_switch_and_changes_nothing(desktop):
     assert {n: sudo(n, SNAPSHOT) for n in NODES} == before
 
 
+# The sim's overlay over the shipped group_vars, as in every sim inventory (inventories/sim/hosts.yml).
+SIM_GROUP = """    sim:
+      vars: {ansible_group_priority: 10}
+      children: {spark_head: {}, spark_workers: {}}
+"""
+
+
 def inventory_file(tmp_path, body):
-    (tmp_path / "hosts.yml").write_text(body)
+    (tmp_path / "hosts.yml").write_text(body + SIM_GROUP)
     (tmp_path / "group_vars").symlink_to(INVENTORY / "group_vars")
     return tmp_path
 
