@@ -28,7 +28,9 @@ def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp
         cwd=tmp_path, env=env, timeout=300)
     artifact = next((tmp_path / "dist").glob("dgxspark-vllm-*.tar.gz"))
     collections = tmp_path / "collections"
-    run([str(bindir / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections), str(artifact)],
+    # --force: the same version in the user's own collections (the lint stage's ansible-lint run leaves one in
+    # ~/.ansible/collections) makes ansible-galaxy skip the install here ("Nothing to do").
+    run([str(bindir / "ansible-galaxy"), "collection", "install", "--offline", "--force", "-p", str(collections), str(artifact)],
         cwd=tmp_path, env=env, timeout=300)
     assert not (collections / "ansible_collections" / "dgxspark" / "vllm" / "ansible.cfg").exists()
     # A copy of the inventory in the user's folder (links resolved: the user has files, not the repo's links).
