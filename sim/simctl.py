@@ -9,6 +9,8 @@ addresses, an SSH key and a few variables a real user could set as well.
     simctl.py down --cluster pair
     simctl.py status --cluster pair
     simctl.py logs --cluster pair --dest DIR   # each node's dgxspark-* journals, before a down
+    simctl.py stop-node  --cluster pair spark-worker-1 [--grace 5]   # a node that is down
+    simctl.py start-node --cluster pair spark-worker-1               # ... and back (waits for sshd)
     simctl.py prune                       # every sim node, volume and network left by earlier runs
 
 Every cluster has a fixed index (sim/clusters.yml) that gives it its own two
@@ -229,6 +231,11 @@ def layout(cluster, nodes):
     ]
 
 
+def mac(ip):
+    """A locally administered MAC made from an address (one per interface, the same on every start)."""
+    return "02:dc:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
+
+
 def ensure_network(name, subnet, mtu=None):
     if run(PODMAN + ["network", "exists", name], check=False).returncode == 0:
         return
@@ -269,9 +276,12 @@ def start_node(cluster, node, image, archives, model, gpu_state):
                   # own image archive would be (the image role's `load` source).
                   "-v", f"{archives['serving']}:{SERVING_ARCHIVE}:ro",
                   "-v", f"{archives['engine']}:{ENGINE_ARCHIVE}:ro",
-                  "--network", f"{cluster}-mgmt:ip={node['mgmt_ip']}",
+                  # Fixed MACs: a restarted node keeps its MAC as a real one does, so its peers'
+                  # neighbour caches stay right.
+                  "--network", f"{cluster}-mgmt:ip={node['mgmt_ip']},mac={mac(node['mgmt_ip'])}",
                   # The second interface stands in for the ConnectX-7 port, under its DGX name.
-                  "--network", f"{cluster}-fabric:ip={node['fabric_ip']},interface_name={FABRIC_IFACE}",
+                  "--network", f"{cluster}-fabric:ip={node['fabric_ip']},mac={mac(node['fabric_ip'])},"
+                               f"interface_name={FABRIC_IFACE}",
                   "--label", f"dgxspark-sim={cluster}", image, "/sbin/init"], capture=True)
     node_exec(c, "mkdir", "-p", "/etc/dgxspark-sim")
     for src, dest in STANDINS.items():
@@ -398,6 +408,40 @@ def cmd_prune(_args=None):
         + (f": {' '.join(names)}" if names else ""))
 
 
+def find_node(args):
+    _, nodes = layout(args.cluster, 16)
+    found = [n for n in nodes if n["name"] == args.node]
+    if not found or found[0]["container"] not in cluster_containers(args.cluster):
+        raise SystemExit(f"[sim] cluster {args.cluster} has no node {args.node}")
+    return found[0]
+
+
+def cmd_stop_node(args):
+    """Stop one node as a power-off would (the fault tests' "node down"): its systemd gets --grace
+    seconds to stop the units, then everything in it is killed."""
+    node = find_node(args)
+    run(PODMAN + ["stop", "-t", str(args.grace), node["container"]], capture=True)
+    log(f"{node['name']} stopped")
+
+
+def cmd_start_node(args):
+    """Start a stopped node again and wait for its sshd. A start that podman refuses is named with
+    podman's message; the stopped container's leftovers (network, mounts) are then cleaned up and the
+    start tried again, twice at most."""
+    node = find_node(args)
+    for attempt in range(1, 4):
+        res = run(PODMAN + ["start", node["container"]], check=False, capture=True)
+        if res.returncode == 0:
+            break
+        log(f"{node['name']}: podman start failed ({res.returncode}, try {attempt} of 3): {res.stderr.strip()}")
+        if attempt == 3:
+            raise SystemExit(f"[sim] {node['name']} did not start: {res.stderr.strip()}")
+        run(PODMAN + ["container", "cleanup", node["container"]], check=False, capture=True)
+        time.sleep(5)
+    wait_ssh(node)
+    log(f"{node['name']} started")
+
+
 def cmd_status(args):
     for n in cluster_containers(args.cluster):
         state = run(PODMAN + ["inspect", "-f", "{{.State.Status}}", n], capture=True).stdout.strip()
@@ -409,9 +453,13 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("build")
     sub.add_parser("prune")
-    for name in ("up", "down", "status", "logs"):
+    for name in ("up", "down", "status", "logs", "stop-node", "start-node"):
         sp = sub.add_parser(name)
         sp.add_argument("--cluster", default="pair", choices=sorted(clusters()))
+        if name.endswith("-node"):
+            sp.add_argument("node", help="the node's name (spark-head, spark-worker-1, ...)")
+        if name == "stop-node":
+            sp.add_argument("--grace", type=int, default=0, help="seconds for the node's own shutdown")
         if name == "up":
             sp.add_argument("--nodes", type=int, default=2)
             sp.add_argument("--gpu", action="append", default=[], metavar="NODE=STATE",
@@ -420,7 +468,7 @@ def main():
             sp.add_argument("--dest", required=True, help="folder for one log file a node")
     args = p.parse_args()
     {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status, "logs": cmd_logs,
-     "prune": cmd_prune}[args.cmd](args)
+     "prune": cmd_prune, "stop-node": cmd_stop_node, "start-node": cmd_start_node}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import pathlib
 import re
 import shlex
 import subprocess
+import sys
 import time
 
 import testinfra
@@ -161,20 +162,13 @@ def container_cmd(host, container):
     return json.loads(host.check_output(f"sudo docker inspect {container}"))[0]["Config"]["Cmd"]
 
 
-def start_node_again(container, mgmt_ip, timeout=240):
-    """Start a stopped sim node and wait until SSH answers (a restarted node can take a while
-    before its new link address is known to the host)."""
-    subprocess.run(["podman", "--runtime", "runc", "start", container], check=True, capture_output=True)
-    key = pathlib.Path.home() / ".cache" / "dgxspark-sim" / "ssh" / "id_ed25519"
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        res = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
-                              "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                              "-o", "LogLevel=ERROR", f"spark@{mgmt_ip}", "true"], check=False, capture_output=True)
-        if res.returncode == 0:
-            return
-        time.sleep(2)
-    raise AssertionError(f"{container} did not answer SSH within {timeout}s after a restart")
+def sim_node(action, cluster, name, *extra):
+    """Stop or start one sim node (a node that is down, and back) through the sim's controller:
+    `sim/simctl.py stop-node|start-node`; a start returns once the node's sshd answers."""
+    res = subprocess.run([sys.executable, str(PROJECT / "sim" / "simctl.py"), action, "--cluster", cluster, name,
+                          *extra], capture_output=True, text=True, check=False, timeout=600)
+    if res.returncode != 0:
+        raise AssertionError(f"simctl {action} {name} failed ({res.returncode}): {res.stderr[-3000:]}")
 
 
 SIM_GROUP_VARS = PROJECT / "inventories" / "sim" / "group_vars"

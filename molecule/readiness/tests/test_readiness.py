@@ -13,7 +13,7 @@ import pytest
 import testinfra
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-from serving_checks import record  # noqa: E402  pylint: disable=wrong-import-position
+from serving_checks import record, sim_node  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SCENARIO = pathlib.Path(__file__).resolve().parents[1]
@@ -323,32 +323,15 @@ def test_preflight_failure_stops_the_run_and_changes_nothing(desktop, tmp_path, 
 
 def test_down_node_stops_the_run_naming_it(desktop):
     before = sudo(HEAD, SNAPSHOT)
-    container = f"{CLUSTER}-{WORKER}"
-    subprocess.run(PODMAN + ["stop", "-t", "0", container], check=True, capture_output=True)
+    sim_node("stop-node", CLUSTER, WORKER)
     try:
         rc, out = playbook("-e", "preflight_connect_timeout=3", fresh_connections=True)
     finally:
-        subprocess.run(PODMAN + ["start", container], check=True, capture_output=True)
-        # The restarted sim container has a new MAC; a real node keeps its own.
-        sudo(HEAD, f"ip neigh flush dev {IFACE}")
-        wait_for_ssh(WORKER)
+        sim_node("start-node", CLUSTER, WORKER)
     assert rc != 0, out[-3000:]
     assert re.search(r"Not reachable over SSH from this machine: spark-worker-1 \(", out), out[-3000:]
     assert "PLAY [Headless nodes]" not in out
     assert sudo(HEAD, SNAPSHOT) == before
-
-
-def wait_for_ssh(name, timeout=300):  # the sim itself allows a booting node 300 s
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if node(name).run("true").rc == 0:
-                return
-        except Exception:  # the ansible backend raises while the node is still booting
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{name} did not answer over SSH {timeout}s after podman start")
-        time.sleep(1)
 
 
 def test_after_node_trust_preflight_checks_the_login_strictly(desktop):

@@ -2,7 +2,6 @@
 Runs after test_1_serve (it changes the cluster)."""
 import pathlib
 import re
-import subprocess
 import sys
 import time
 
@@ -44,12 +43,11 @@ def test_stopped_worker_fails_the_run_before_anything_changes():
     # not change is what the playbook owns, the unit files.
     units = [f"/etc/systemd/system/{u}.service" for u in ("dgxspark-vllm", "dgxspark-ray")]
     before = {u: (head.file(u).sha256sum, head.file(u).mtime) for u in units}
-    container = f"{CLUSTER}-{WORKER}"
-    subprocess.run(["podman", "--runtime", "runc", "stop", "-t", "5", container], check=True)
+    sc.sim_node("stop-node", CLUSTER, WORKER, "--grace", "5")
     try:
         res = sc.playbook("site.yml", timeout=300)
     finally:
-        sc.start_node_again(container, HOSTS[WORKER]["ansible_host"])
+        sc.sim_node("start-node", CLUSTER, WORKER)
     out = res.stdout
     assert res.returncode != 0, out
     # Preflight names the node that is down; nothing past it ran (preflight itself
