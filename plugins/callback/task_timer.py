@@ -12,6 +12,8 @@ short_description: Time every task and list the slowest at the end
 description:
   - Adds the elapsed time after each task and a short table of the slowest tasks
     in the play recap. It needs nothing beyond ansible-core.
+  - While a task retries (an C(until) loop waiting for a long step), it prints the C(progress) line its
+    result carries (module M(dgxspark.vllm.job_progress)), with the bytes done, the rate and how to follow the step.
 options:
   top:
     description: How many of the slowest tasks to list at the end.
@@ -50,6 +52,11 @@ class CallbackModule(CallbackBase):
         self._close_current()
         self._current = task.get_name()
         self._started = time.monotonic()
+
+    def v2_runner_retry(self, result):
+        progress = result._result.get("progress")  # pylint: disable=protected-access
+        if progress:
+            self._display.display(f"  [{result._host.get_name()}] {progress}", color="cyan")  # pylint: disable=protected-access
 
     def v2_playbook_on_handler_task_start(self, task):
         self.v2_playbook_on_task_start(task, False)

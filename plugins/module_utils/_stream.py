@@ -37,7 +37,7 @@ def _write_all(fd, data):
         view = view[os.write(fd, view):]
 
 
-def relay(producers, sinks, chunk=1 << 20):
+def relay(producers, sinks, chunk=1 << 20, progress=None, every=5.0):
     """Run producers [(name, argv), ...] as one pipe chain and copy its output into every sink
     [(name, argv[, filter]), ...]: the producers run once, however many sinks there are. A sink's
     filter (an object with feed(bytes) -> bytes) rewrites what that sink gets, e.g. dropping the
@@ -46,8 +46,11 @@ def relay(producers, sinks, chunk=1 << 20):
     Returns {sink name: (bytes sent, seconds, error text or "", the last 4 KiB of its stdout)}.
     A sink that goes away mid-stream (a cut connection) is dropped and reported as such; the
     others go on. When every sink is gone the producers are stopped.
+    progress, when given, is called with the bytes read from the producers so far, at most every
+    `every` seconds and once at the end (a long stream says how far it has come).
     """
     start = time.monotonic()
+    read, reported = 0, start
     stages, source = [], None
     for name, argv in producers:
         proc = subprocess.Popen(argv, stdin=source if source is not None else subprocess.DEVNULL,
@@ -83,18 +86,25 @@ def relay(producers, sinks, chunk=1 << 20):
             if not moved:
                 break
             live[0]["sent"] += moved
-            continue
-        data = os.read(fd, chunk)
-        if not data:
-            break
-        for sink in list(live):
-            out = sink["filter"].feed(data) if sink["filter"] is not None else data
-            try:
-                _write_all(sink["proc"].stdin.fileno(), out)
-                sink["sent"] += len(out)
-            except BrokenPipeError:
-                sink["broken"] = True
-                live.remove(sink)
+            read += moved
+        else:
+            data = os.read(fd, chunk)
+            if not data:
+                break
+            read += len(data)
+            for sink in list(live):
+                out = sink["filter"].feed(data) if sink["filter"] is not None else data
+                try:
+                    _write_all(sink["proc"].stdin.fileno(), out)
+                    sink["sent"] += len(out)
+                except BrokenPipeError:
+                    sink["broken"] = True
+                    live.remove(sink)
+        if progress is not None and time.monotonic() - reported >= every:
+            reported = time.monotonic()
+            progress(read)
+    if progress is not None:
+        progress(read)
     for sink in outs.values():
         try:
             sink["proc"].stdin.close()

@@ -103,6 +103,14 @@ options:
       - C(load) stages the stream before it unpacks the layers, so it needs about twice the image size while it runs.
     type: float
     default: 2.0
+  progress_file:
+    description:
+      - A file on this node where the stream keeps its own count while it runs (bytes read from the image
+        so far, and the image's size when the stream is the whole uncompressed image), every 5 s.
+      - Run the module with C(async) and read the file with M(dgxspark.vllm.job_progress)
+        (O(dgxspark.vllm.job_progress#module:counter)) to show a long stream's progress.
+    type: path
+    version_added: 0.2.0
 notes:
   - The workers are reached with strict host key checking by default; the node_trust role sets up the key and known hosts file.
 """
@@ -219,6 +227,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _ssh
 from ansible_collections.dgxspark.vllm.plugins.module_utils._stream import relay
 from ansible_collections.dgxspark.vllm.plugins.module_utils._tarfilter import LayerFilter
 from ansible_collections.dgxspark.vllm.plugins.module_utils import _layerstore
+from ansible_collections.dgxspark.vllm.plugins.module_utils._progress import write_counter
 
 # How docker and podman say that a reference is not there.
 MISSING_IMAGE = re.compile(r"no such (image|object)|image not known", re.IGNORECASE)
@@ -292,6 +301,12 @@ class Distributor:
         self.ref, self.cli = p["ref"], p["container_cli"]
         self.ssh = dict(key=p["ssh_key"], known_hosts=p["known_hosts"], port=p["ssh_port"],
                         host_key_checking=p["host_key_checking"], connect_timeout=p["connect_timeout"])
+        # The stream's count so far for progress_file, over every group and attempt; its expected size.
+        self.streamed, self.expected = 0, 0
+
+    def count(self, read):
+        if self.module.params["progress_file"]:
+            write_counter(self.module.params["progress_file"], self.streamed + read, self.expected)
 
     def ssh_cmd(self, worker, command):
         return _ssh.ssh_argv(worker["host"], command, user=worker.get("user"), **self.ssh)
@@ -369,7 +384,13 @@ class Distributor:
             if per_sink_zstd:  # each filtered stream is compressed after its filter
                 argv = ["sh", "-c", 'zstd -q -c -T0 -3 | "$@"', "zstd"] + argv
             sinks.append(("load on %s" % w["name"], argv, filters.get(w["name"])))
-        outcomes = relay(producers, sinks, CHUNK)
+        read = [0]
+
+        def seen(n):
+            read[0] = n
+            self.count(n)
+        outcomes = relay(producers, sinks, CHUNK, progress=seen)
+        self.streamed += read[0]
         result = {}
         for w in group:
             sent, seconds, error, output = outcomes["load on %s" % w["name"]]
@@ -449,6 +470,10 @@ def run(module):
         else:
             read_from = "save: " + why
     fallback = []
+    # A share done only where the stream is the image as saved: whole, uncompressed, read once for every
+    # pending worker in one group.
+    if not p["compress"] and store is None and not any(skip.get(r["name"]) for r in pending) and len(pending) <= max(1, p["parallel"]):
+        d.expected = size or 0
     for attempt in ("layers", "whole"):
         if not pending:
             break
@@ -530,6 +555,7 @@ def main():
             storage_path=dict(type="path", default="/var/lib/docker"),
             free_space_factor=dict(type="float", default=2.0),
             read_from=dict(type="str", default="auto", choices=["auto", "save", "store"]),
+            progress_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )

@@ -135,13 +135,18 @@ def test_build_source_builds_on_the_head_in_the_background_and_distributes():
     HEAD.run(f"{CLI} rmi -f {ref}; rm -rf {context} {log}")
     WORKER.run(f"{CLI} rmi -f {ref}")
     HEAD.check_output(f"mkdir -p {context}")
-    containerfile = (SCENARIO / "files" / "Containerfile").read_text()
+    # A build that outlasts a few progress intervals (image_build_poll=2), as a real one outlasts 30 s.
+    containerfile = (SCENARIO / "files" / "Containerfile").read_text() + "RUN sleep 8\n"
     HEAD.check_output(f"cat > {context}/Containerfile <<'EOF'\n{containerfile}EOF")
     HEAD.check_output(f"echo built-by-the-image-role > {context}/marker.txt")
     res = converge("-e", f"image_source=build image_ref={ref} image_build_context={context} image_build_command= "
                    f"image_build_dockerfile=Containerfile image_build_log={log} image_build_poll=2")
     assert res.returncode == 0, res.stdout[-3000:]
     assert HEAD.file(log).exists
+    # While it ran, a line every 2 s: the log's bytes, the rate, its last line and how to follow it.
+    lines = [ln for ln in res.stdout.splitlines() if f"[spark-head] build of {ref} (log bytes):" in ln]
+    assert len(lines) >= 2, res.stdout[-3000:]
+    assert "so far" in lines[-1] and "/s" in lines[-1] and f"follow: ssh 10.231.4.10 tail -f {log}" in lines[-1], lines
     built = image_id(HEAD, ref)
     assert built and image_id(WORKER, ref) == built
     assert WORKER.run(f"{CLI} run --rm {ref} cat /marker.txt").stdout.strip() == "built-by-the-image-role"

@@ -61,3 +61,12 @@ def test_a_sink_that_breaks_is_dropped_and_the_others_finish(tmp_path):
     assert out["load on good"][2] == "" and out["load on good"][0] == SIZE
     assert (tmp_path / "good").stat().st_size == SIZE
     assert "load on cut exited 255" in out["load on cut"][2] and out["load on cut"][0] < SIZE
+
+
+def test_progress_counts_what_was_read_while_it_streams_and_once_at_the_end(mode):
+    seen = []
+    out = _stream.relay([("save", ["head", "-c", str(SIZE), "/dev/zero"])], [("load", ["wc", "-c"])],
+                        chunk=1 << 20, progress=seen.append, every=0)
+    assert out["load"][0] == SIZE
+    # every=0: a report after each chunk, growing, and the last one the whole stream.
+    assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == SIZE and seen[0] < SIZE

@@ -120,6 +120,15 @@ def test_streams_to_workers_that_lack_the_image_then_does_nothing(cluster, distr
     assert not again["changed"] and {w["status"] for w in again["workers"]} == {"present"}
 
 
+def test_the_stream_keeps_its_count_in_the_progress_file(cluster, distribute, tmp_path):
+    counter = tmp_path / "stream.progress"
+    res = distribute(dict(cluster.args(), progress_file=str(counter)))
+    assert res["changed"] and not res.get("failed"), res
+    # One save for both workers: what was read once, against the image's size (whole, uncompressed).
+    done, total = (int(x) for x in counter.read_text().split())
+    assert done == PAYLOAD + 64 and total == res["size"]
+
+
 def test_the_new_id_comes_back_in_the_load_session(cluster, monkeypatch, distribute):
     probed = []
     real = mod.Distributor.probe
