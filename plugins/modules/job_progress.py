@@ -25,6 +25,12 @@ attributes:
     support: full
   diff_mode:
     support: none
+  idempotent:
+    description: It only reads.
+    support: full
+  platform:
+    support: full
+    platforms: posix
 options:
   jid:
     description: The async job's ID (C(ansible_job_id) of the task started with C(poll=0)).

@@ -105,7 +105,9 @@ def test_a_failing_load_fails_with_its_output(gpu, run):
 def test_a_load_too_short_to_sample_fails(gpu, run):
     # The load ends as soon as the GPU has been seen busy once (no race with a sleep on a slow machine).
     seen = gpu.marker.parent / "seen"
-    args = gpu("healthy", interval=1.0)
+    # interval 3 s: the load must end within one interval of being seen, which a starved shell on a busy
+    # machine once missed at 1 s.
+    args = gpu("healthy", interval=3.0)
     args["load_command"] = ["sh", "-c", f"touch {gpu.marker}; until [ -e {seen} ]; do sleep 0.02; done; rm -f {gpu.marker}"]
     out = run(**args)
     assert out["failed"] and "longer" in out["msg"]
