@@ -144,5 +144,5 @@ def test_the_launchers_own_recipe_file_serves_as_it_is():
     unit = sc.node(WORKER).file("/etc/systemd/system/dgxspark-ray.service").content_string
     assert "--env=VLLM_M3_FP8_KV_TEST_SCALE=1.0" in unit and "HF_TOKEN" not in unit
     argv = sc.engine_argv(sc.node(HEAD))
-    assert sc.flag_value(argv, "default-chat-template-kwargs") == '{"thinking_mode":"enabled"}'
+    assert sc.flag_value(argv, "default-chat-template-kwargs") == '{"thinking_mode":"adaptive"}'
     assert sc.flag_value(argv, "distributed-executor-backend") == "ray", "the deployment decides the backend"
