@@ -110,7 +110,9 @@ def assert_argv_follows_recipe(argv, data):
         else:
             assert flag_value(argv, flag) == str(value), flag
     if "served_model_name" in data:
-        assert flag_value(argv, "served-model-name") == data["served_model_name"]
+        # The short name first (replies carry it), then the model id that the launcher's clients send.
+        at = argv.index("--served-model-name")
+        assert argv[at + 1:at + 3] == [data["served_model_name"], data["model"]], argv[at:at + 4]
 
 
 def api(head, url, key=None, body=None, timeout=60):

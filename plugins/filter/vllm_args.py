@@ -19,6 +19,7 @@ description:
     C(vllm serve) command line, in the mapping's order.
   - C(true) gives a bare flag; C(false) and C(null) leave the flag out; a mapping or list becomes one
     word of compact JSON with sorted keys (never pasted strings); anything else its string form.
+  - A list for a flag that vLLM takes as several words (C(served-model-name), nargs C(+)) gives one word per item.
 options:
   _input:
     description: Flag name (without leading dashes) -> value.
@@ -46,6 +47,8 @@ _value:
 """
 
 _FLAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+# Flags vLLM's parser takes as nargs="+": a list is one word per item, not one JSON word.
+_NARGS = {"served-model-name"}
 
 
 def vllm_args(args):
@@ -61,7 +64,9 @@ def vllm_args(args):
         words.append("--" + flag)
         if value is True:
             continue
-        if isinstance(value, (dict, list)):
+        if isinstance(value, list) and flag in _NARGS:
+            words.extend(str(item) for item in value)
+        elif isinstance(value, (dict, list)):
             words.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
         else:
             words.append(str(value))

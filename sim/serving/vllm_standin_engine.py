@@ -37,10 +37,10 @@ VERSION = "0.33.0+standin"
 PROG = "vllm serve"
 
 # `vllm serve` options of vLLM 0.33 this stand-in knows. kind: bool (no value),
-# value, int, float, json (a JSON object). Aliases map to the long name.
+# value, int, float, json (a JSON object), names (one or more words, nargs="+"). Aliases map to the long name.
 FLAGS = {
     # frontend / server
-    "host": "value", "port": "int", "uds": "value", "api-key": "value", "served-model-name": "value",
+    "host": "value", "port": "int", "uds": "value", "api-key": "value", "served-model-name": "names",
     "root-path": "value", "allowed-origins": "value", "allowed-methods": "value", "allowed-headers": "value",
     "uvicorn-log-level": "value", "disable-uvicorn-access-log": "bool", "chat-template": "value",
     "chat-template-content-format": "value", "response-role": "value", "ssl-keyfile": "value",
@@ -129,6 +129,16 @@ def parse_args(argv):
                 usage_error(f"argument --{name}: ignored explicit argument '{inline}'")
             opts[name] = True
             continue
+        if kind == "names" and not inline:
+            # nargs="+": every word up to the next flag (vLLM serves under each, answers with the first).
+            words = []
+            while i < len(rest) and not rest[i].startswith("-"):
+                words.append(rest[i])
+                i += 1
+            if not words:
+                usage_error(f"argument --{name}: expected at least one argument")
+            opts[name] = words
+            continue
         if inline or "=" in tok:
             value = inline
         elif i < len(rest):
@@ -170,7 +180,10 @@ class Engine:
     def __init__(self, opts):
         self.opts = opts
         self.model = opts["model"]
-        self.served = opts.get("served-model-name") or self.model
+        names = opts.get("served-model-name") or [self.model]
+        # vLLM: every name is served; replies and metrics carry the first.
+        self.names = [names] if isinstance(names, str) else names
+        self.served = self.names[0]
         self.world = opts.get("tensor-parallel-size", 1) * opts.get("pipeline-parallel-size", 1)
         self.api_key = opts.get("api-key") or os.environ.get("VLLM_API_KEY") or None
         self.image_limit = (opts.get("limit-mm-per-prompt") or {}).get("image", 999)
@@ -352,8 +365,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         elif self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{
-                "id": eng.served, "object": "model", "owned_by": "vllm", "root": eng.model,
-                "max_model_len": eng.opts.get("max-model-len")}]})
+                "id": name, "object": "model", "owned_by": "vllm", "root": eng.model,
+                "max_model_len": eng.opts.get("max-model-len")} for name in eng.names]})
         else:
             self.error(404, f"Not Found: {self.path}", "NotFoundError")
 
@@ -373,7 +386,7 @@ class Handler(BaseHTTPRequestHandler):
         if not eng.ready.is_set():
             self.error(503, f"engine not ready: {eng.state}", "ServiceUnavailableError")
             return
-        if body.get("model", eng.served) != eng.served:
+        if body.get("model", eng.served) not in eng.names:
             self.error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
             return
         if body.get("tools") and body.get("tool_choice", "auto") == "auto" and not (

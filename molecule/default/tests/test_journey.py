@@ -6,13 +6,17 @@ and wedged, is in test_2_field_report.py, on this same pair."""
 import json
 import os
 import pathlib
+import shlex
 import subprocess
+import sys
 
 import pytest
 import testinfra
 
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
 PROJECT = pathlib.Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
+import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def playbook(name, *args):
@@ -30,6 +34,18 @@ def head():
 def test_endpoint_lists_the_served_model(head):
     out = head.check_output("curl -sf -H 'Authorization: Bearer sim-default-key-0123' http://127.0.0.1:8000/v1/models")
     assert json.loads(out)["data"][0]["id"] == "minimax-m3", out
+
+
+def test_a_client_of_the_launcher_asking_by_the_model_id_is_answered(head):
+    # The launcher serves under the model id alone, and its clients send that (a 404 without it).
+    model = sc.recipe_as_served()["model"]
+    body = json.dumps({"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]})
+    out = head.check_output("curl -s -w '\\n%{http_code}' -H 'Authorization: Bearer sim-default-key-0123' "
+                            "-H 'Content-Type: application/json' http://127.0.0.1:8000/v1/chat/completions -d "
+                            + shlex.quote(body))
+    text, status = out.rsplit("\n", 1)
+    assert status == "200", out
+    assert json.loads(text)["model"] in ("minimax-m3", model), text
 
 
 def test_units_are_active_on_every_node():

@@ -78,3 +78,10 @@ def test_vision_recipe_has_the_seed_settings():
 def test_systemd_join_rejects_a_string():
     with pytest.raises(AnsibleFilterError):
         systemd_join("vllm serve")
+
+
+def test_served_model_names_are_one_word_each_and_other_lists_stay_json():
+    argv = vllm_args({"served-model-name": ["minimax-m3", "Sebesky/MiniMax-M3-W4A16-GPTQ"], "allowed-origins": ["*"],
+                      "port": 8000})
+    assert argv == ["--served-model-name", "minimax-m3", "Sebesky/MiniMax-M3-W4A16-GPTQ",
+                    "--allowed-origins", '["*"]', "--port", "8000"]
