@@ -1,5 +1,6 @@
 """The sim engine plugin (sim/engine/plugin): its mods stand-in runs without importing vLLM, and vLLM's queue
 readers sleep where vLLM spins."""
+import os
 import pathlib
 import subprocess
 import sys
@@ -46,3 +47,35 @@ def test_the_queue_readers_sleep_instead_of_spinning_in_vllms_busy_window(tmp_pa
     assert res.returncode == 0, res.stdout + res.stderr
     # Only the wait after the window reached vLLM's; the 20 in the window slept 1 ms each.
     assert res.stdout.split() == ["1", "True"], res.stdout
+
+
+def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeypatch):
+    # The GB10's page cache is modelled from the node's real one: weights read since the last drop hold memory, weights
+    # evicted hold none. Eviction here is the file's own (fadvise DONTNEED), the same pages a drop would take.
+    sys.path.insert(0, str(PLUGIN))
+    try:
+        from dgxspark_sim_vllm import faults  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(str(PLUGIN))
+    model = tmp_path / "models--org--tiny" / "snapshots" / "abc"
+    model.mkdir(parents=True)
+    weights = model / "model.safetensors"
+    weights.write_bytes(b"\1" * (4 << 20))
+    (model / "tokenizer.json").write_bytes(b"{}")  # read at every start, before the memory check: not counted
+    monkeypatch.setenv("HF_HOME", str(tmp_path.parent))
+    (tmp_path.parent / "hub").mkdir(exist_ok=True)
+    monkeypatch.setenv("DGXSPARK_SIM_RECIPE_MEMORY", '{"weights_gib": 60}')
+    assert faults._weight_files(str(model)) == [str(weights)]
+    weights.read_bytes()
+    cache, share = faults.page_cache_gib(str(model))
+    assert share > 0.9 and cache > 54
+    fd = os.open(weights, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    cache, share = faults.page_cache_gib(str(model))
+    assert share < 0.1, share
+    monkeypatch.delenv("DGXSPARK_SIM_RECIPE_MEMORY")
+    assert faults.page_cache_gib(str(model)) == (0.0, 0.0)

@@ -4,6 +4,7 @@ that leave the Ray cluster as it is come first: each change of its containers re
 nodes."""
 import json
 import pathlib
+import shlex
 import sys
 import time
 
@@ -75,6 +76,22 @@ def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks
     out = run_and_record("kv_cache_no_memory", "site.yml", "--tags", "ray_cluster,serve",
                          *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
     assert "Reason: ValueError: No available memory for the cache blocks" in out, out[-4000:]
+
+
+def test_without_the_page_cache_drop_the_engine_refuses_the_memory_the_weights_hold():
+    # The models phase read the weights on every node (hashed, copied); on a GB10 that page cache counts as used
+    # memory (modelled by the sim plugin from the weights' real residency). Read again every 0.2 s on the worker while
+    # the run lasts, so a drop by a scenario beside this one (the cache is this machine's) cannot empty it.
+    worker = sc.node(WORKER)
+    refill = ("while [ -e /tmp/dgxspark-refill ]; do cat \"$HOME\"/.cache/huggingface/hub/models--*/blobs/* "
+              ">/dev/null; sleep 0.2; done")
+    worker.check_output("touch /tmp/dgxspark-refill && (setsid nohup sh -c %s >/dev/null 2>&1 </dev/null &)"
+                        % shlex.quote(refill))
+    try:
+        out = run_and_record("page_cache_full", "site.yml", "--tags", "serve", "-e", "serve_drop_page_cache=false")
+    finally:
+        worker.run("rm -f /tmp/dgxspark-refill")
+    assert "Reason: ValueError: Free memory on device" in out and "the page cache holds" in out, out[-4000:]
 
 
 def test_without_auto_tool_choice_every_agent_request_is_refused():

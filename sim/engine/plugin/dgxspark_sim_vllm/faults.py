@@ -26,15 +26,20 @@ figure it produces is modelled, not measured.
   nvidia-smi reads the GPU as loaded, as a real one under the engine's load. As the modelled
   step is a sleep, vLLM's queue readers poll for its end every millisecond instead of spinning.
 * Memory: a GB10's free memory at start, less the desktop the node's display manager
-  holds and what Ray's object store takes beyond the launcher's 1 GiB (the same unified
-  memory): vLLM's startup check refuses a utilization above it, as on the field report's
-  head with a desktop at util 0.93. Then the KV cache: what a GB10 would keep for it at
+  holds, what Ray's object store takes beyond the launcher's 1 GiB and the page cache (the
+  same unified memory; a GB10's CUDA counts the cache as used, vllm-project/vllm#35313):
+  vLLM's startup check refuses a utilization above it, as on the field report's head with a
+  desktop at util 0.93. The page cache is modelled from this node's real one: the share of
+  the served model's weight files resident in it (mincore) times the recipe's weights_gib,
+  so weights read since the last drop (the models phase hashes and copies them) hold memory. Then the KV cache: what a GB10 would keep for it at
   that utilization, from the recipe's memory constants (DGXSPARK_SIM_RECIPE_MEMORY) and the
   collection's own memory plan built into the image; none, and vLLM's own check refuses to
   start ("No available memory for the cache blocks").
 * b12x JIT cache: the prewarm compiles b12x's kernels into ~/.cache/b12x unless they are
   there (a mounted cache keeps them across restarts; a container-local one recompiles).
 """
+import ctypes
+import glob
 import hashlib
 import json
 import logging
@@ -273,11 +278,65 @@ def _ray_object_store_gib():
     return None
 
 
-def check_memory(util):
+def _weight_files(model):
+    """The served model's weight files on this node: a folder, or the Hugging Face cache's snapshot of a model id."""
+    if os.path.isdir(model):
+        roots = [model]
+    else:
+        hub = os.path.join(os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub")
+        roots = glob.glob(os.path.join(hub, "models--" + model.replace("/", "--"), "snapshots", "*"))
+    files = set()
+    for root in roots:
+        files.update(os.path.realpath(path) for path in glob.glob(os.path.join(root, "**", "*.safetensors"),
+                                                                    recursive=True))
+    return sorted(files)
+
+
+def resident_share(paths):
+    """The share (0..1) of these files' pages that sit in the page cache (mincore), 0.0 for none or no files."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = resident = 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if not size:
+            continue
+        pages = (size + page - 1) // page
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED: maps, reads nothing
+            if addr in (None, ctypes.c_void_p(-1).value):
+                continue
+            vec = (ctypes.c_ubyte * pages)()
+            if libc.mincore(ctypes.c_void_p(addr), size, vec) == 0:
+                total += pages
+                resident += sum(1 for byte in vec if byte & 1)
+            libc.munmap(ctypes.c_void_p(addr), size)
+        finally:
+            os.close(fd)
+    return resident / total if total else 0.0
+
+
+def page_cache_gib(model):
+    """The page cache a GB10 of the pair would hold (GiB): the weights' resident share times the recipe's weights."""
+    raw = os.environ.get("DGXSPARK_SIM_RECIPE_MEMORY", "")
+    weights = float((json.loads(raw) if raw else {}).get("weights_gib") or 0.0)
+    if not weights or not model:
+        return 0.0, 0.0
+    share = resident_share(_weight_files(model))
+    return share * weights, share
+
+
+def check_memory(util, model=None):
     desktop = DESKTOP_GIB if os.path.exists(os.path.join(SIM_STATE, "desktop-active")) else 0.0
     store = _ray_object_store_gib()
     extra_store = max(0.0, (store or 0.0) - LAUNCHER_OBJECT_STORE_GIB)
-    free = GB10_FREE_HEADLESS_GIB - desktop - extra_store
+    cache, share = page_cache_gib(model)
+    free = GB10_FREE_HEADLESS_GIB - desktop - extra_store - cache
     wanted = util * GB10_TOTAL_GIB
     if wanted > free:
         why = []
@@ -286,6 +345,9 @@ def check_memory(util):
         if extra_store:
             why.append("Ray's object store holds %.1f GiB of the same memory (the launcher limits it to %.0f GiB)"
                        % (store, LAUNCHER_OBJECT_STORE_GIB))
+        if cache:
+            why.append("the page cache holds %.1f GiB of it (%.0f%% of the model's weights, read since the last drop; "
+                       "CUDA counts it as used: sync; echo 3 > /proc/sys/vm/drop_caches)" % (cache, share * 100))
         raise ValueError(
             "Free memory on device cuda:0 (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization "
             "(%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes. "
@@ -332,7 +394,7 @@ def install():
     execute = CPUModelRunner.execute_model
 
     def init_device_sim(self):
-        check_memory(self.cache_config.gpu_memory_utilization)
+        check_memory(self.cache_config.gpu_memory_utilization, self.model_config.model)
         return init_device(self)
 
     def load_model_sim(self, *args, **kwargs):
