@@ -37,6 +37,14 @@ options:
     description: Name of the recipe the other flags came from.
     type: str
     default: the recipe
+  build:
+    description:
+      - The build the recipe pins (the recipe's C(build)), C(vllm_ref) (a vLLM commit) and C(vllm_patches).
+      - With O(strict) (the image's own flag set), a vLLM whose version names another commit, or none, is a warning
+        (C(fatal) false) naming both.
+    type: dict
+    default: {}
+    version_added: 0.2.0
 """
 
 EXAMPLES = r"""
@@ -59,10 +67,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils._vllm_flags import problems
 
 
-def vllm_flag_problems(args, flagset, strict=True, overrides=None, recipe="the recipe"):
+def vllm_flag_problems(args, flagset, strict=True, overrides=None, recipe="the recipe", build=None):
     if not isinstance(args, dict) or not isinstance(flagset, dict):
         raise AnsibleFilterError("vllm_flag_problems expects a mapping of flags and a flag set mapping")
-    return problems(args, flagset, strict=bool(strict), overrides=overrides or {}, recipe=recipe)
+    return problems(args, flagset, strict=bool(strict), overrides=overrides or {}, recipe=recipe, build=build or {})
 
 
 class FilterModule:

@@ -156,10 +156,29 @@ def recipe_from_launcher(doc, source="the recipe", params=None):
                      "cluster_only": bool(doc.get("cluster_only", False)), "deployment": deployment,
                      "env_from_controller": from_controller},
     }
+    build = _build(doc.get("build_args") or [], doc.get("container"))
+    if build:
+        recipe["build"] = build
     spec = args.get("speculative-config")
     if isinstance(spec, dict) and isinstance(spec.get("model"), str):
         recipe["draft_model"] = spec["model"]
     return recipe
+
+
+def _build(build_args, container):
+    """The build a launcher recipe pins: --vllm-ref and --apply-vllm-patch of its build_args ({} without a ref)."""
+    words = [str(w) for w in build_args]
+    pinned = {"vllm_ref": None, "vllm_patches": []}
+    for at, word in enumerate(words[:-1]):
+        if word == "--vllm-ref":
+            pinned["vllm_ref"] = words[at + 1]
+        elif word == "--apply-vllm-patch":
+            pinned["vllm_patches"].append(words[at + 1])
+    if not pinned["vllm_ref"]:
+        return {}
+    if container:
+        pinned["image"] = str(container)
+    return pinned
 
 
 def is_launcher_recipe(doc):

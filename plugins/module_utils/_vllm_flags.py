@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 
 # Runs inside the image with its own Python: vLLM's `serve` parser and the config classes whose JSON
 # flags vLLM validates key by key. The parser's module moved between releases; both places are tried.
@@ -52,12 +53,34 @@ def _closest(word, known):
     return match[0] if match else None
 
 
-def problems(args, flagset, strict=True, overrides=None, recipe="the recipe"):
+# A vLLM built from a git checkout carries its commit in its version (setuptools-scm: 0.1.dev21830+g8244d1c44,
+# with .dYYYYMMDD after it when the tree was patched); a release or a wheel without it carries none.
+_VERSION_COMMIT = re.compile(r"\+g([0-9a-f]{7,40})")
+
+
+def build_problem(version, build, recipe="the recipe"):
+    """A warning (str) when the image's vLLM is not the build the recipe pins (build.vllm_ref), else None."""
+    ref = str((build or {}).get("vllm_ref") or "").lower()
+    if not ref:
+        return None
+    match = _VERSION_COMMIT.search(str(version or ""))
+    if match and ref.startswith(match.group(1)):
+        return None
+    patches = [str(p) for p in (build or {}).get("vllm_patches") or []]
+    built = ("built from commit %s" % match.group(1)) if match else "with no commit in its version (a release, or a build that does not say)"
+    return ("The image runs vLLM %s, %s; %s was published for vLLM built from %s%s (the launcher's --vllm-ref), and its "
+            "flags, mods and kernels were proven on that build only. Build the image from that commit "
+            "(image_build_args), or serve a recipe made for this vLLM." % (
+                version or "?", built, recipe, ref[:12], (" with " + ", ".join(patches)) if patches else ""))
+
+
+def problems(args, flagset, strict=True, overrides=None, recipe="the recipe", build=None):
     """Rendered flags (name -> value, as the serve role renders them) that the flag set does not know.
 
     Each problem: message, fatal. With strict (the image's own flag set) every unknown flag or JSON
     key is fatal; otherwise (a shipped list of another release) only those with a close known match,
-    which are typos, are fatal and the rest warnings.
+    which are typos, are fatal and the rest warnings. With build (the recipe's pin) and the image's own flag set,
+    a vLLM that is not that build is a warning too.
     """
     overrides = overrides or {}
     known = set(flagset.get("flags") or [])
@@ -91,4 +114,7 @@ def problems(args, flagset, strict=True, overrides=None, recipe="the recipe"):
                 found.append({"fatal": bool(strict or close), "message": (
                     "--%s key '%s' (from %s) is not a field vLLM %s takes there. %sFix or remove it there."
                     % (flag, key, source(flag), flagset.get("version", "?"), hint))})
+    mismatch = build_problem(flagset.get("version"), build, recipe) if strict else None
+    if mismatch:
+        found.append({"fatal": False, "message": mismatch})
     return found

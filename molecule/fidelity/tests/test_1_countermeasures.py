@@ -70,6 +70,15 @@ def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_ch
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 
+def test_an_image_not_built_from_the_recipes_vllm_commit_is_named_in_preflight():
+    # The recipe pins vLLM 979b56a6 (the launcher's --vllm-ref); the sim's engine image is vLLM's CPU release,
+    # whose version names no commit: a warning naming both, and the run goes on (it is not a refusal).
+    res = sc.playbook("site.yml", "--tags", "preflight")
+    out = sc.flat(res.stdout)
+    assert res.returncode == 0, out[-3000:]
+    assert "The image runs vLLM 0.32.0" in out and "built from 979b56a66c96" in out, out[-3000:]
+
+
 def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks():
     # Past preflight, the real engine's own KV check refuses what a GB10 would have left at util 0.85
     # (the weights and overheads take more than 0.85 of it; modelled by the sim plugin).

@@ -53,3 +53,27 @@ def test_parse_dump_takes_the_marked_line():
     out = "some warning\n" + _vllm_flags.MARK + json.dumps({"version": "1", "flags": ["a"], "json_keys": {}}) + "\n"
     assert _vllm_flags.parse_dump(out)["flags"] == ["a"]
     assert _vllm_flags.parse_dump("Traceback ...") is None
+
+
+BUILD = {"vllm_ref": "979b56a66c969ab67655d2155ab4c6c5bed15f65", "vllm_patches": ["minimax-m3-fused-fp8-kv.patch"]}
+
+
+def test_the_build_the_recipe_pins_is_found_in_the_images_version():
+    # setuptools-scm's version of a patched checkout: the commit's short hash, then the date of the dirty tree.
+    assert _vllm_flags.build_problem("0.1.dev21830+g979b56a66.d20260702", BUILD) is None
+    assert _vllm_flags.build_problem("0.32.0", {}) is None
+
+
+def test_another_build_or_a_release_warns_naming_both():
+    other = _vllm_flags.build_problem("0.1.dev21830+g8244d1c44", BUILD, "recipe minimax-m3-text")
+    assert "built from commit 8244d1c44" in other and "979b56a66c96" in other and "minimax-m3-fused-fp8-kv.patch" in other
+    assert "recipe minimax-m3-text" in other
+    release = _vllm_flags.build_problem("0.32.0", BUILD)
+    assert "no commit in its version" in release and "979b56a66c96" in release
+
+
+def test_the_build_warning_joins_the_flag_problems_only_against_the_images_own_flag_set():
+    found = _vllm_flags.problems({"max-model-len": 1}, dict(FLAGSET, version="0.32.0"), strict=True, build=BUILD)
+    assert [p["fatal"] for p in found] == [False] and "979b56a66c96" in found[0]["message"]
+    # The shipped list's version is not the image's: nothing to compare.
+    assert _vllm_flags.problems({"max-model-len": 1}, FLAGSET, strict=False, build=BUILD) == []

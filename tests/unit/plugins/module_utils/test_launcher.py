@@ -49,6 +49,13 @@ def test_recipe_becomes_recipe_data():
     assert data["vision"] is False  # --language-model-only
 
 
+def test_the_build_a_launcher_recipe_pins_is_kept():
+    pinned = dict(RECIPE, build_args=["--vllm-ref", "979b56a6", "--apply-vllm-patch", "a.patch", "--build-rust"])
+    assert recipe_from_launcher(pinned, "demo.yaml")["build"] == {
+        "vllm_ref": "979b56a6", "vllm_patches": ["a.patch"], "image": "vllm-node-demo"}
+    assert "build" not in recipe_from_launcher(dict(RECIPE, build_args=["--build-rust"]), "demo.yaml")
+
+
 def test_a_recipe_with_image_limits_is_a_vision_recipe():
     command = RECIPE["command"].replace("--language-model-only", "--limit-mm-per-prompt '{{\"image\": 4}}'")
     assert recipe_from_launcher(dict(RECIPE, command=command))["vision"] is True
@@ -95,6 +102,9 @@ def test_shipped_recipes_name_their_upstream_and_the_mod_group(name):
     data = yaml.safe_load((RECIPES / f"{name}.yml").read_text())
     assert data["upstream"]["commit"] and data["upstream"]["recipe"].startswith("recipes/")
     assert data["mods"] == ["mods/minimax-m3-gptq-b12x-eagle3"]
+    # The launcher's build_args at that commit: --vllm-ref 979b56a6..., --apply-vllm-patch minimax-m3-fused-fp8-kv.patch.
+    assert data["build"]["vllm_ref"] == "979b56a66c969ab67655d2155ab4c6c5bed15f65"
+    assert data["build"]["vllm_patches"] == ["minimax-m3-fused-fp8-kv.patch"]
     for flag in ("enable-auto-tool-choice", "default-chat-template-kwargs", "load-format", "attention-backend"):
         assert flag in data["args"], flag
     for var in ("OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VLLM_M3_FP8_KV_TEST_SCALE", "OMP_NUM_THREADS"):
