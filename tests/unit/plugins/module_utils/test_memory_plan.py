@@ -120,3 +120,13 @@ def test_missing_constants():
               "kv_bytes_per_token": {"nvfp4": 1}}, 0.9, "nvfp4", False, False)
     with pytest.raises(MemoryPlanError, match="no 'memory' mapping"):
         plan_recipe({"args": {}})
+
+
+def test_the_error_bounds_are_the_pools_at_the_kv_cache_minus_and_plus_the_error():
+    # 1 MiB a token and blocks of one token: the pools read in MiB. A bound computed from half the error (a mutation
+    # that survived the tests of the published points) moves them by 512 tokens.
+    memory = {"node_total_gib": 100, "weights_gib": 40, "overhead_gib": 5, "vision_tower_gib": 0, "video_profile_gib": 0,
+              "kv_bytes_per_token": {"auto": 1024 ** 2}, "error_gib": 1}
+    result = plan(memory, 0.5, "auto", False, False, block_size=1)
+    assert result["kv_cache_gib"] == 5
+    assert (result["kv_pool_tokens_low"], result["kv_pool_tokens"], result["kv_pool_tokens_high"]) == (4096, 5120, 6144)
