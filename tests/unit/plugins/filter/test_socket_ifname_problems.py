@@ -29,6 +29,8 @@ def test_nccl_takes_prefixes_exact_names_and_exclusions():
     assert problems({"NCCL_SOCKET_IFNAME": "enp1s0"}, NODE) == []
     assert problems({"NCCL_SOCKET_IFNAME": "enp9,enp1"}, NODE) == []
     assert problems({"NCCL_SOCKET_IFNAME": "^docker,lo"}, NODE) == []
+    # An exclusion list names what NCCL must not use, often interfaces this node lacks: never a problem.
+    assert problems({"NCCL_SOCKET_IFNAME": "^ib,virbr"}, NODE) == []
     assert problems({"NCCL_SOCKET_IFNAME": "=enp1s0"}, NODE)[0]["missing"] == ["=enp1s0"]
     assert problems({"NCCL_SOCKET_IFNAME": "ib"}, NODE)[0]["missing"] == ["ib"]
 

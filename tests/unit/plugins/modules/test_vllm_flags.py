@@ -14,12 +14,12 @@ DUMP = _vllm_flags.MARK + json.dumps({"version": "0.32.0", "flags": ["max-model-
 @pytest.fixture
 def cli(monkeypatch):
     calls = []
-    state = {"present": True, "dump": DUMP}
+    state = {"present": True, "dump": DUMP, "id": ID}
 
     def run_command(self, args, **kwargs):
         calls.append(args)
         if "inspect" in args:
-            return (0, ID + "\n", "") if state["present"] else (1, "", "Error: No such image")
+            return (0, state["id"] + "\n", "") if state["present"] else (1, "", "Error: No such image")
         if "run" in args:
             return (0, "W warning\n" + state["dump"] + "\n", "") if state["dump"] else (1, "", "python3: not found")
         raise AssertionError(args)
@@ -91,3 +91,15 @@ def test_the_container_is_tried_first_then_the_image(run_module, cli, tmp_path, 
 def test_a_running_container_is_named_as_the_source(run_module, cli, tmp_path):
     out = run_module(vllm_flags.main, {"container": "dgxspark-ray", "image": "img:latest", "cache_dir": str(tmp_path)})
     assert out["found"] and out["source"] == "container"
+
+
+def test_the_cache_follows_the_image_id_not_its_name(run_module, cli, tmp_path):
+    # A tag moved to a rebuilt image has another vLLM: read again. Another name of the same image: the cache.
+    calls, state = cli
+    run_module(vllm_flags.main, {"image": "img:latest", "cache_dir": str(tmp_path)})
+    state["id"] = "sha256:" + "ef" * 32
+    moved = run_module(vllm_flags.main, {"image": "img:latest", "cache_dir": str(tmp_path)})
+    assert not moved["cached"] and moved["image_id"] == state["id"]
+    alias = run_module(vllm_flags.main, {"image": "other:tag", "cache_dir": str(tmp_path)})
+    assert alias["cached"] and alias["flagset"]["image_id"] == state["id"]
+    assert len([c for c in calls if "run" in c]) == 2
