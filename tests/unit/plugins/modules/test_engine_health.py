@@ -84,8 +84,17 @@ def test_after_a_restart_the_old_engines_last_line_dates_the_exit(run_module, en
 
 
 def test_a_new_invocation_counts_as_a_death(run_module, engine):
-    engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
+    fake = engine([RUNNING, dict(RUNNING, InvocationID="bbb", NRestarts="1")])
     out = run_module(engine_health.main, ARGS)
+    assert out["failed"] and "restarted it" in out["msg"]
+    # The log is the dead engine's (the wait's first invocation), not the one systemd started after it.
+    assert fake.log_queries and all(q[-1] == "_SYSTEMD_INVOCATION_ID=aaa" for q in fake.log_queries)
+
+
+def test_a_new_invocation_alone_counts_as_a_death(run_module, engine):
+    # A restart systemd did not count (systemctl restart by hand or by another run) leaves NRestarts as it was.
+    engine([RUNNING, dict(RUNNING, InvocationID="bbb")])
+    out = run_module(engine_health.main, dict(ARGS, timeout=5))  # missed, it would wait the whole timeout
     assert out["failed"] and "restarted it" in out["msg"]
 
 
