@@ -363,6 +363,8 @@ import io, json, os, sys, tarfile
 db, image_id, ref, wanted = sys.argv[1], sys.argv[2], sys.argv[3], set(sys.argv[4:])
 img = json.load(open(db))["images"][ref]
 assert img["id"] == image_id
+if os.environ.get("FAKE_STORE_ASKED"):  # what the module asked the store for, as it asked
+    open(os.environ["FAKE_STORE_ASKED"], "a").write(json.dumps(sys.argv[4:]) + "\n")
 buf = io.BytesIO()
 with tarfile.open(fileobj=buf, mode="w") as tar:
     def add(name, blob):
@@ -380,9 +382,11 @@ sys.stdout.buffer.write(buf.getvalue())
 @pytest.fixture
 def store(layered, cluster, monkeypatch):
     """The head reads the layers from the (stand-in) store; returns the layered fixture's helpers and the
-    layer lists the store was asked for."""
+    layer lists the store was asked for (as the store script received them)."""
     asked = []
     db = str(cluster.path / "state" / "head" / "db.json")
+    log = cluster.path / "store-asked.jsonl"
+    monkeypatch.setenv("FAKE_STORE_ASKED", str(log))
 
     def source(self, head_id):
         return [], "/var/lib/docker", "Docker Engine's overlay2 store at /var/lib/docker"
@@ -392,10 +396,11 @@ def store(layered, cluster, monkeypatch):
     real = mod.Distributor.transfer
 
     def transfer(self, group, skip=None, layers=(), store=None):
-        if store is not None:
-            store = dict(store, root=db)
-            asked.append(sorted(set(x for w in group for x in layers if x not in (skip.get(w["name"]) or []))))
-        return real(self, group, skip, layers, store)
+        result = real(self, group, skip, layers, None if store is None else dict(store, root=db))
+        if log.exists():
+            asked.extend(json.loads(line) for line in log.read_text().splitlines())
+            log.unlink()
+        return result
 
     monkeypatch.setattr(mod.Distributor, "transfer", transfer)
     return layered, asked
@@ -430,3 +435,26 @@ def test_auto_without_a_store_reads_through_save_and_says_why(layered, distribut
     args, image_id = layered
     res = distribute(args(workers=[{"name": "w1", "host": "10.0.0.11"}]))
     assert res["read_from"].startswith("save: the CLI is not Docker Engine's") and image_id("w1") == "d" * 64
+
+
+class _Module:
+    """What store_source asks of the module: Docker's info, then whether the image's config is readable."""
+
+    def __init__(self, info):
+        self.info, self.params, self.asked = info, {
+            "ref": "img", "container_cli": ["docker"], "ssh_key": None, "known_hosts": None, "ssh_port": 22,
+            "host_key_checking": "accept-new", "connect_timeout": 10, "progress_file": None}, []
+
+    def run_command(self, argv):
+        self.asked.append(argv)
+        return (0, self.info, "") if "info" in argv else (0, "", "")
+
+
+def test_the_store_is_read_only_from_docker_engines_overlay2_driver():
+    # The layer-wise reader knows overlay2's layout alone: another driver reads through docker save instead.
+    prefix, root, why = mod.Distributor(_Module("devicemapper|/var/lib/docker")).store_source("sha256:" + "a" * 64)
+    assert (prefix, root) == (None, None) and why == "Docker's storage driver is devicemapper, not overlay2"
+    module = _Module("overlay2|/var/lib/docker")
+    prefix, root, why = mod.Distributor(module).store_source("sha256:" + "a" * 64)
+    assert root == "/var/lib/docker" and why == "Docker Engine's overlay2 store at /var/lib/docker"
+    assert module.asked[-1][-1] == "/var/lib/docker/image/overlay2/imagedb/content/sha256/" + "a" * 64
