@@ -60,19 +60,13 @@ options:
     default: [docker]
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: Reads the node and reports what would be recorded, restored or pruned; writes and removes nothing.
   diff_mode:
     support: full
     details: The diff shows the deployments (IDs and images) before and after.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

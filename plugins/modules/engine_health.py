@@ -44,17 +44,8 @@ options:
     default: 40
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    description: It only reads.
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.attributes
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

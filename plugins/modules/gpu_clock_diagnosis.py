@@ -26,18 +26,10 @@ author:
   - dgxspark.vllm contributors (@dgxspark)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: Runs the same diagnosis in check mode, since it changes nothing (the load command, if given, runs too).
-  diff_mode:
-    support: none
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 options:
   load_command:
     description:

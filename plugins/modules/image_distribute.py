@@ -28,16 +28,14 @@ author:
   - dgxspark.vllm contributors (@dgxspark)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
   - dgxspark.vllm.ssh
 attributes:
   check_mode:
-    support: full
     details: Reads the IDs and free space and reports which workers would receive the image.
   diff_mode:
     support: full
     details: Shows each worker's image ID before and after.
-  platform:
-    platforms: posix
 options:
   ref:
     description: The image reference (tag) to distribute, as the container CLI names it.

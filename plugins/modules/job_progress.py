@@ -20,17 +20,8 @@ description:
   - Reads only. Collect the job's own result afterwards with M(ansible.builtin.async_status).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    description: It only reads.
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.attributes
 options:
   jid:
     description: The async job's ID (C(ansible_job_id) of the task started with C(poll=0)).

@@ -30,17 +30,8 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    description: It only reads.
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.attributes
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

@@ -64,19 +64,13 @@ options:
         type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: Compares every path with what it should be and reports what would change; writes nothing.
   diff_mode:
     support: full
     details: One diff per changed path, with the file content or the path's state before and after.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

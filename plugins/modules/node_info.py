@@ -72,17 +72,7 @@ options:
     version_added: 0.2.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
+  - dgxspark.vllm.attributes
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

@@ -76,18 +76,10 @@ options:
     default: 1.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: The module only reads from the endpoint, so it measures in check mode too.
-  diff_mode:
-    support: none
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

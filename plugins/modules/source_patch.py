@@ -70,17 +70,12 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: full
   idempotent:
     description: A second run with the same arguments changes nothing.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

@@ -31,19 +31,12 @@ options:
     default: "0644"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: Reports whether O(dest) would be written without writing it.
   diff_mode:
-    support: none
     details: The content is a binary picture.
-  idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """

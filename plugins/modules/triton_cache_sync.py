@@ -25,18 +25,18 @@ description:
   - I(required_kernels) is optional, so it can copy and verify any tree (the third example); the collection's roles use it for
     the Triton cache only. The manifest code lives in C(plugins/module_utils/_manifest.py), shared with M(dgxspark.vllm.model_cache).
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
   - dgxspark.vllm.ssh
 author:
   - dgxspark.vllm contributors (@dgxspark)
 attributes:
   check_mode:
-    support: full
-    description: Computes both manifests and reports what would be sent, deleted or fetched; changes nothing on any node.
+    details: Computes both manifests and reports what would be sent, deleted or fetched; changes nothing on any node.
   diff_mode:
     support: full
-    description: Lists, per destination, the files that would change (path, size, first digest characters) before and after.
+    details: Lists, per destination, the files that would change (path, size, first digest characters) before and after.
   idempotent:
-    support: full
     description: A second run with nothing changed on any node reports C(changed=false) and sends nothing.
 options:
   src:

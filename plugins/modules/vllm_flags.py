@@ -42,18 +42,12 @@ options:
     default: 300
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    support: full
     details: Reads the image in check mode too (a throw-away container); the cache is not written.
-  diff_mode:
-    support: none
   idempotent:
     description: It only reads; a second run reads the cache.
-    support: full
-  platform:
-    support: full
-    platforms: posix
 author:
   - dgxspark.vllm contributors (@dgxspark)
 """
