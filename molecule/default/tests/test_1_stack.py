@@ -2,13 +2,10 @@
 published one: the full mod group on every node, the recipe's flags and env on every rank, the
 launcher's Ray limits and mounts; the real API answers with the key, tools and metrics."""
 import json
-import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD, WORKER = sc.head_and_worker(HOSTS)

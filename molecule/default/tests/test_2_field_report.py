@@ -3,14 +3,11 @@ report saw it when the collection's countermeasure is left out, and does not wit
 default scenario's pair after its converge (the full, healthy deployment) and its stack checks, and put
 back what they change, for the journey's checks after them."""
 import json
-import pathlib
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD, WORKER = sc.head_and_worker(HOSTS)

@@ -8,15 +8,13 @@ import os
 import pathlib
 import shlex
 import subprocess
-import sys
 
 import pytest
 import testinfra
 
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
 PROJECT = pathlib.Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 
 def playbook(name, *args):

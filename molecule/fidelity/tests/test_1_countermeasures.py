@@ -3,13 +3,10 @@ the message names what is missing. The converge before was the full, healthy dep
 that leave the Ray cluster as it is come first: each change of its containers restarts Ray on both
 nodes."""
 import json
-import pathlib
 import shlex
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD, WORKER = sc.head_and_worker(HOSTS)

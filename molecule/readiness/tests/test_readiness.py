@@ -6,13 +6,11 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 import testinfra
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
 from serving_checks import record, sim_node  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]

@@ -1,14 +1,11 @@
 """Every phase of site.yml alone (`--tags PHASE`), on the pair site.yml just converged: each one runs by
 itself (no fact or variable of an earlier phase needed) and finds nothing to change."""
-import pathlib
 import re
-import sys
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 # The phases in site.yml's order, read from the playbook itself: a phase added there is tested here.

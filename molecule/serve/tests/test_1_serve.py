@@ -1,11 +1,8 @@
 """The pair after site.yml: units, Ray membership, the command line the recipe asks for, the API."""
-import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")

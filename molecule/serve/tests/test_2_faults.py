@@ -1,12 +1,9 @@
 """Faults on the pair: a lost worker container, a stopped worker node, and the mp backend.
 Runs after test_1_serve (it changes the cluster)."""
-import pathlib
 import re
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")

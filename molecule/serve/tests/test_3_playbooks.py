@@ -1,10 +1,7 @@
 """playbooks/restart.yml brings the stack back in order; playbooks/stop.yml stops it cleanly.
 Runs last (it leaves the cluster stopped)."""
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")

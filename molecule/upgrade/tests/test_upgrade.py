@@ -5,10 +5,8 @@ import json
 import pathlib
 import re
 import shlex
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared"))
-import serving_checks as sc  # noqa: E402  pylint: disable=wrong-import-position
+import serving_checks as sc
 
 HOSTS = sc.inventory()
 HEAD, WORKER = sc.head_and_worker(HOSTS)
