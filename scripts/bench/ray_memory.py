@@ -12,8 +12,8 @@ Ray's object store in use (its /dev/shm files). First with the collection's defa
 
 --reuse measures a pair that already serves (inventories/sim, cluster `pair`) instead of starting one with
 scripts/sim-site.sh's steps. Figures are measured on the sim (a tiny model on a 2-core machine): what Ray
-adds, not what a GB10 holds; docs/benchmarks.md carries them with the plan's GB10 figures (modelled).
-Traffic stays on the sim's own networks.
+adds, not what a GB10 holds. Not yet run: no figures from it are recorded. Traffic stays on the sim's own
+networks.
 """
 import argparse
 import json
