@@ -12,6 +12,13 @@ The constants are fitted to published measurements (the recipe's ``points``),
 which are rounded and not quite consistent: ``error_gib`` is how far the plan
 may be off. ``verdict`` says ``fits`` (even at the low end), ``uncertain``
 (within the error) or ``impossible`` (out of reach even at the high end).
+
+Before any of that, each rank's start-up check wants ``util x total`` free on
+its device, and on a GB10 everything else resident on the node counts as used
+(unified memory). With ``startup_free_gib`` (free memory at engine start on a
+headless node in the launcher's published mode, mp) and ``ray_gib`` (what Ray
+holds on a node besides that), ``startup`` says ``passes`` or ``refused`` for
+the executor backend.
 """
 
 from __future__ import annotations
@@ -54,11 +61,35 @@ def verdict(result, max_model_len):
     return "impossible"
 
 
-def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_size=16):
+def startup(memory, budget, backend):
+    """vLLM's start-up check on one node: free memory at engine start against util x total (GiB), or {}
+    when the recipe has no ``startup_free_gib``. Under Ray, Ray's own share comes off the free memory."""
+    if "startup_free_gib" not in memory:
+        return {}
+    if backend not in ("ray", "mp"):
+        raise MemoryPlanError(f"executor backend must be ray or mp, got {backend!r}")
+    if backend == "ray" and "ray_gib" not in memory:
+        raise MemoryPlanError("recipe memory has startup_free_gib but no ray_gib (what Ray holds on a node)")
+    ray = _number(memory, "ray_gib") if backend == "ray" else 0.0
+    free = _number(memory, "startup_free_gib") - ray
+    total = _number(memory, "node_total_gib")
+    return {
+        "backend": backend,
+        "ray_gib": round(ray, 3),
+        "startup_free_gib": round(free, 3),
+        "startup_margin_gib": round(free - budget, 3),
+        # The highest util the check lets through here, on vLLM's 0.001 steps of the flag.
+        "startup_util_max": int(free / total * 1000) / 1000 if total else 0.0,
+        "startup": "passes" if free >= budget else "refused",
+    }
+
+
+def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_size=16, backend=None):
     """Return the memory plan of one node as a dict (sizes in GiB, pool in tokens).
 
     memory: the recipe's ``memory`` mapping (see MEMORY_KEYS).
     vision: the vision tower is loaded; video: the profiler keeps a video budget.
+    backend: ray or mp, for the start-up check (None: no check).
     """
     if not isinstance(memory, dict):
         raise MemoryPlanError("the recipe has no 'memory' mapping with the planner constants")
@@ -101,10 +132,28 @@ def plan(memory, gpu_memory_utilization, kv_cache_dtype, vision, video, block_si
         "kv_pool_tokens_high": _pool(kv_gib + error, bytes_per_token, block_size),
     }
     result.update({k: round(v, 3) for k, v in used.items()})
+    if backend is not None:
+        result.update(startup(memory, budget, backend))
     return result
 
 
-def plan_recipe(recipe, gpu_memory_utilization=None):
+def for_backend(recipe, backend):
+    """The recipe as served on this executor backend: its ``backends.<backend>`` mapping (what that backend
+    changes, e.g. the args Ray's memory needs) merged over it, recursively."""
+    changes = (recipe.get("backends") or {}).get(backend) or {}
+    if not isinstance(changes, dict):
+        raise MemoryPlanError(f"recipe backends.{backend} must be a mapping, got {changes!r}")
+    return _merged(recipe, changes)
+
+
+def _merged(base, changes):
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def plan_recipe(recipe, gpu_memory_utilization=None, backend=None):
     """The plan for a recipe as the serve role loads it (``serve_recipe_data``), with its verdict."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("args"), dict):
         raise MemoryPlanError("expected the recipe data (serve_recipe_data) with an 'args' mapping")
@@ -117,6 +166,7 @@ def plan_recipe(recipe, gpu_memory_utilization=None):
         vision,
         video_enabled(args.get("limit-mm-per-prompt")),
         args.get("block-size", 16),
+        backend,
     )
     max_len = args.get("max-model-len")
     if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:

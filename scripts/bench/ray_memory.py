@@ -29,11 +29,14 @@ INVENTORY = str(ROOT / "inventories" / "sim")
 ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"), ANSIBLE_NOCOLOR="1",
            PATH=f"{ROOT}/.venv/bin:{os.environ['PATH']}")
 
-# Runs on each node as root: PSS (KiB) per process kind, and the object store's files.
+sys.path.insert(0, str(ROOT / "sim" / "engine" / "plugin"))
+from dgxspark_sim_vllm.faults import RAY_OWN  # noqa: E402  pylint: disable=wrong-import-position
+
+# Runs on each node as root: PSS (KiB) per process kind, and the object store's files. Ray's own processes are
+# told apart as the sim's modelled GB10 tells them (RAY_OWN); the engine's ranks are Ray actors (RayWorkerWrapper).
 COLLECT = r"""
 import glob, json, os
-RAY = ("gcs_server", "raylet", "dashboard", "runtime_env", "log_monitor", "monitor.py", "ray::IDLE", "default_worker",
-       "ray start", "ray/_private")
+RAY = %r
 kinds = {"ray": 0, "engine": 0}
 procs = {"ray": [], "engine": []}
 for d in glob.glob("/proc/[0-9]*"):
@@ -43,19 +46,20 @@ for d in glob.glob("/proc/[0-9]*"):
         pss = next(int(l.split()[1]) for l in open(d + "/smaps_rollup") if l.startswith("Pss:"))
     except (OSError, StopIteration, ValueError):
         continue
-    text = comm + " " + cmd
-    if "vllm" in text.lower() or "RayWorkerWrapper" in text or comm.startswith("VLLM::"):
+    if "RayWorkerWrapper" in cmd or comm.startswith("VLLM"):
         kind = "engine"
-    elif any(mark in text for mark in RAY):
+    elif any(mark in cmd for mark in RAY):
         kind = "ray"
+    elif "vllm" in cmd.lower():
+        kind = "engine"
     else:
         continue
     kinds[kind] += pss
     procs[kind].append([comm[:24], pss])
 store = sum(os.path.getsize(f) for f in glob.glob("/dev/shm/plasma*") + glob.glob("/dev/shm/ray*") if os.path.isfile(f))
 print(json.dumps({"kib": kinds, "store_kib": store // 1024,
-                  "top": {k: sorted(v, key=lambda p: -p[1])[:6] for k, v in procs.items()}}))
-"""
+                  "top": {k: sorted(v, key=lambda p: -p[1])[:8] for k, v in procs.items()}}))
+""" % (RAY_OWN,)
 
 
 def run(cmd, **kw):

@@ -52,11 +52,7 @@ def test_the_queue_readers_sleep_instead_of_spinning_in_vllms_busy_window(tmp_pa
 def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeypatch):
     # The GB10's page cache is modelled from the node's real one: weights read since the last drop hold memory, weights
     # evicted hold none. Eviction here is the file's own (fadvise DONTNEED), the same pages a drop would take.
-    sys.path.insert(0, str(PLUGIN))
-    try:
-        from dgxspark_sim_vllm import faults  # pylint: disable=import-outside-toplevel
-    finally:
-        sys.path.remove(str(PLUGIN))
+    faults = _faults()
     model = tmp_path / "models--org--tiny" / "snapshots" / "abc"
     model.mkdir(parents=True)
     weights = model / "model.safetensors"
@@ -79,3 +75,36 @@ def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeyp
     assert share < 0.1, share
     monkeypatch.delenv("DGXSPARK_SIM_RECIPE_MEMORY")
     assert faults.page_cache_gib(str(model)) == (0.0, 0.0)
+
+
+def _faults():
+    sys.path.insert(0, str(PLUGIN))
+    try:
+        from dgxspark_sim_vllm import faults  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.remove(str(PLUGIN))
+    return faults
+
+
+def test_rays_own_processes_are_counted_and_the_engines_are_not(tmp_path):
+    # Under Ray a GB10 loses what Ray's daemons and its idle workers hold; the engine's rank (a Ray actor) and
+    # driver are the engine's own memory, which the field report's free memory already had.
+    faults = _faults()
+    procs = {
+        "1": ("/usr/bin/python3 /usr/local/bin/ray start --block --head", 100 * 1024),
+        "2": ("/usr/local/lib/python3.12/site-packages/ray/core/src/ray/gcs/gcs_server --gcs_server_port=6379",
+              200 * 1024),
+        "3": ("/usr/local/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet --node_ip_address=x", 50 * 1024),
+        "4": ("ray::IDLE", 150 * 1024),
+        "5": ("ray::RayWorkerWrapper.execute_method", 900 * 1024),
+        "6": ("VLLM::EngineCore", 700 * 1024),
+        "7": ("/usr/sbin/sshd -D", 5 * 1024),
+    }
+    for pid, (cmd, pss) in procs.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(cmd.replace(" ", "\0").encode() + b"\0")
+        (tmp_path / pid / "smaps_rollup").write_text(f"Rss: {pss * 2} kB\nPss: {pss} kB\n")
+    (tmp_path / "8").mkdir()  # a process that ended between the listing and the read
+    gib, count = faults.ray_own_gib(str(tmp_path))
+    assert count == 4
+    assert abs(gib - 500 / 1024) < 1e-9

@@ -59,6 +59,17 @@ def test_a_utilization_that_leaves_no_kv_cache_is_stopped_in_preflight_before_an
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 
+def test_the_published_utilization_under_ray_is_stopped_in_preflight_before_any_change():
+    # util 0.93 was measured without Ray; under Ray its own processes hold memory a GB10 counts as used at the
+    # start-up check (the recipe's memory.ray_gib). The text recipe's backends.ray lowers it; taken away:
+    res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"gpu-memory-utilization": 0.93}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert "gpu-memory-utilization 0.93 wants 113.172 GiB free on each node at engine start" in out, out[-3000:]
+    assert "that Ray's daemons hold on a node" in out and "or serve_executor_backend: mp" in out, out[-3000:]
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
 def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_change():
     res = sc.playbook("site.yml", "--tags", "preflight", "-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}}))
     out = sc.flat(res.stdout)
@@ -82,6 +93,14 @@ def test_without_the_memory_plan_the_engine_keeps_no_memory_for_the_cache_blocks
     out = run_and_record("kv_cache_no_memory", "site.yml", "--tags", "ray_cluster,serve",
                          *sc.overrides_with({"args": {"gpu-memory-utilization": 0.85}}))
     assert "Reason: ValueError: No available memory for the cache blocks" in out, out[-4000:]
+
+
+def test_without_the_ray_utilization_the_engine_refuses_the_memory_rays_processes_hold():
+    # Past preflight, the modelled GB10 counts what Ray's own processes on the node really hold (measured live by the
+    # sim plugin) against the free memory the field report had without Ray: the published util 0.93 is refused.
+    out = run_and_record("ray_share_at_published_util", "site.yml", "--tags", "serve",
+                         *sc.overrides_with({"args": {"gpu-memory-utilization": 0.93}}))
+    assert "Reason: ValueError: Free memory on device" in out and "Ray's own" in out, out[-4000:]
 
 
 def test_without_the_page_cache_drop_the_engine_refuses_the_memory_the_weights_hold():

@@ -71,9 +71,15 @@ PREFILL_TOK_S = 1000.0  # "Prefill stays ~1000 tok/s"
 TIME_SCALE = float(os.environ.get("DGXSPARK_SIM_TIME_SCALE", "1"))
 # GB10 memory at engine start (GiB): what CUDA reports, and what is free headless; a desktop holds
 # ~0.7 more. Fitted to the field report: util 0.93 fails "by ~0.5 GB" with a desktop, passes headless.
+# The field report ran the launcher's published mode (mp, no Ray): under Ray, what Ray's own processes
+# hold on the node comes off too, measured live on the sim node (ray_own_gib), as it would on a GB10.
 GB10_TOTAL_GIB, GB10_FREE_HEADLESS_GIB, DESKTOP_GIB = 121.69, 113.37, 0.7
-# That free memory was with the launcher's Ray object store (1 GiB); a bigger store takes the rest.
+# A Ray object store configured beyond the launcher's 1 GiB takes the rest of its size.
 LAUNCHER_OBJECT_STORE_GIB = 1.0
+# Ray's own processes (its daemons, and workers left idle: a finished task's worker stays unless told to
+# exit), told from the engine's ranks (ray::RayWorkerWrapper) and driver by their command lines.
+RAY_OWN = ("gcs_server", "raylet", "dashboard/agent.py", "runtime_env/agent", "log_monitor.py",
+           "autoscaler/_private/monitor.py", "bin/ray start", "ray::IDLE", "default_worker.py")
 # Startup-critical mods of the M3 b12x group: the file (under vllm/) their sim stand-in marks,
 # and the error the real engine raises without them.
 MODS = {
@@ -331,17 +337,39 @@ def page_cache_gib(model):
     return share * weights, share
 
 
+def ray_own_gib(proc="/proc"):
+    """What Ray's own processes on this node hold (GiB of PSS, shared pages split between their users), and
+    how many there are: what a GB10 running the same processes would count as used."""
+    kib, count = 0, 0
+    for pid in glob.glob(os.path.join(proc, "[0-9]*")):
+        try:
+            with open(os.path.join(pid, "cmdline"), "rb") as handle:
+                cmd = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            if not any(mark in cmd for mark in RAY_OWN) or "RayWorkerWrapper" in cmd:
+                continue
+            with open(os.path.join(pid, "smaps_rollup")) as handle:
+                kib += next(int(line.split()[1]) for line in handle if line.startswith("Pss:"))
+            count += 1
+        except (OSError, StopIteration, ValueError):
+            continue
+    return kib / 1024 ** 2, count
+
+
 def check_memory(util, model=None):
     desktop = DESKTOP_GIB if os.path.exists(os.path.join(SIM_STATE, "desktop-active")) else 0.0
     store = _ray_object_store_gib()
     extra_store = max(0.0, (store or 0.0) - LAUNCHER_OBJECT_STORE_GIB)
+    ray, ray_procs = ray_own_gib()
     cache, share = page_cache_gib(model)
-    free = GB10_FREE_HEADLESS_GIB - desktop - extra_store - cache
+    free = GB10_FREE_HEADLESS_GIB - desktop - extra_store - ray - cache
     wanted = util * GB10_TOTAL_GIB
     if wanted > free:
         why = []
         if desktop:
             why.append("its display manager holds ~%.1f GiB" % desktop)
+        if ray:
+            why.append("Ray's own %d processes hold %.2f GiB (measured here; the field report's free memory was "
+                       "without Ray)" % (ray_procs, ray))
         if extra_store:
             why.append("Ray's object store holds %.1f GiB of the same memory (the launcher limits it to %.0f GiB)"
                        % (store, LAUNCHER_OBJECT_STORE_GIB))

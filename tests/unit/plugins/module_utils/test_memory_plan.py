@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._memory_plan import (
-    MemoryPlanError, plan, plan_recipe, video_enabled)
+    MemoryPlanError, for_backend, plan, plan_recipe, video_enabled)
 
 RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
 
@@ -130,3 +130,53 @@ def test_the_error_bounds_are_the_pools_at_the_kv_cache_minus_and_plus_the_error
     result = plan(memory, 0.5, "auto", False, False, block_size=1)
     assert result["kv_cache_gib"] == 5
     assert (result["kv_pool_tokens_low"], result["kv_pool_tokens"], result["kv_pool_tokens_high"]) == (4096, 5120, 6144)
+
+
+def as_served(name, backend, **args):
+    data = for_backend(recipe(name), backend)
+    data["args"] = dict(data["args"], **args)
+    return data
+
+
+def test_the_published_point_passes_the_start_up_check_without_ray():
+    # The field report's headless pair ran util 0.93 in the launcher's mode (mp): its check passed.
+    result = plan_recipe(as_served("minimax-m3-text", "mp"), backend="mp")
+    assert result["startup"] == "passes" and result["budget_gib"] == 113.172
+    assert 0 < result["startup_margin_gib"] < 0.5 and result["ray_gib"] == 0
+
+
+def test_under_ray_the_published_util_is_refused_and_the_shipped_ray_args_pass():
+    published = plan_recipe(as_served("minimax-m3-text", "ray", **{"gpu-memory-utilization": 0.93}), backend="ray")
+    assert published["startup"] == "refused" and published["startup_util_max"] < 0.93
+    assert published["startup_free_gib"] == round(113.37 - recipe("minimax-m3-text")["memory"]["ray_gib"], 3)
+    shipped = as_served("minimax-m3-text", "ray")
+    assert shipped["args"]["gpu-memory-utilization"] < 0.93 and shipped["args"]["max-model-len"] < 196608
+    result = plan_recipe(shipped, backend="ray")
+    assert result["startup"] == "passes" and result["verdict"] in ("fits", "uncertain")
+    # mp keeps the published args.
+    assert as_served("minimax-m3-text", "mp")["args"]["gpu-memory-utilization"] == 0.93
+
+
+def test_the_vision_recipe_passes_under_either_backend():
+    for backend in ("ray", "mp"):
+        result = plan_recipe(as_served("minimax-m3-vision", backend), backend=backend)
+        assert result["startup"] == "passes" and result["verdict"] == "fits", (backend, result)
+
+
+def test_the_start_up_check_needs_its_constants_and_a_known_backend():
+    memory = recipe("minimax-m3-text")["memory"]
+    assert "startup" not in plan(memory, 0.93, "nvfp4", False, False, 128)
+    with pytest.raises(MemoryPlanError, match="ray or mp"):
+        plan(memory, 0.93, "nvfp4", False, False, 128, backend="tcp")
+    with pytest.raises(MemoryPlanError, match="no ray_gib"):
+        plan({k: v for k, v in memory.items() if k != "ray_gib"}, 0.93, "nvfp4", False, False, 128, backend="ray")
+    without = {k: v for k, v in memory.items() if k != "startup_free_gib"}
+    assert "startup" not in plan(without, 0.93, "nvfp4", False, False, 128, backend="ray")
+
+
+def test_a_backends_changes_merge_over_the_recipe_and_a_bad_one_is_named():
+    data = {"args": {"a": 1, "b": {"x": 1, "y": 2}}, "backends": {"ray": {"args": {"b": {"y": 3}}}}}
+    assert for_backend(data, "ray")["args"] == {"a": 1, "b": {"x": 1, "y": 3}}
+    assert for_backend(data, "mp") == data and data["args"]["b"]["y"] == 2
+    with pytest.raises(MemoryPlanError, match="backends.ray must be a mapping"):
+        for_backend({"args": {}, "backends": {"ray": [1]}}, "ray")
