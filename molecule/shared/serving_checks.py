@@ -199,9 +199,11 @@ def overrides_with(change):
     return ["-e", json.dumps({"serve_recipe_overrides": merged(real_engine_vars()["serve_recipe_overrides"], change)})]
 
 
-def recipe_as_served(name="minimax-m3-text"):
-    """The recipe the sim's real engine serves: the shipped one with the sim's listed swaps."""
-    return merged(recipe(name), real_engine_vars()["serve_recipe_overrides"])
+def recipe_as_served(name="minimax-m3-text", backend="ray"):
+    """The recipe the sim's real engine serves: the shipped one as served on the backend (its backends.<backend>
+    merged over it), with the sim's listed swaps."""
+    shipped = recipe(name)
+    return merged(merged(shipped, shipped.get("backends", {}).get(backend, {})), real_engine_vars()["serve_recipe_overrides"])
 
 
 def flat(text):

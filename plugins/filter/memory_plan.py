@@ -12,12 +12,12 @@ description:
   - Estimates how much memory vLLM leaves for the KV cache on each node and how many tokens that pool holds,
     from the recipe's C(memory) constants, C(gpu-memory-utilization), C(kv-cache-dtype), C(block-size),
     whether the vision tower is loaded and whether the multimodal profiler keeps a video budget.
-  - With O(backend), also vLLM's start-up check on each node (free memory at engine start against
-    C(gpu-memory-utilization) x total): C(startup) is C(passes) or C(refused), and C(startup_util_max) the highest
+  - With O(backend), also vLLM's start-up check on each node, free memory at engine start against
+    C(gpu-memory-utilization) x total. C(startup) is C(passes) or C(refused), and C(startup_util_max) the highest
     utilization it lets through. Under Ray, Ray's own share of the node (the recipe's C(memory.ray_gib)) comes off.
   - Also provides C(dgxspark.vllm.kv_pool_tokens), which returns only the pool size in tokens, and
     C(dgxspark.vllm.recipe_for_backend), the recipe as served on one executor backend (its C(backends.<backend>)
-    mapping merged over it; the serve role loads every recipe through it).
+    mapping merged over it, as the serve role loads every recipe).
 options:
   _input:
     description: The recipe as the serve role loads it (C(serve_recipe_data)).

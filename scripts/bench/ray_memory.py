@@ -30,13 +30,13 @@ ENV = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"), ANSI
            PATH=f"{ROOT}/.venv/bin:{os.environ['PATH']}")
 
 sys.path.insert(0, str(ROOT / "sim" / "engine" / "plugin"))
-from dgxspark_sim_vllm.faults import RAY_OWN  # noqa: E402  pylint: disable=wrong-import-position
+from dgxspark_sim_vllm.faults import ENGINE_RANK, RAY_OWN  # noqa: E402  pylint: disable=wrong-import-position
 
 # Runs on each node as root: PSS (KiB) per process kind, and the object store's files. Ray's own processes are
-# told apart as the sim's modelled GB10 tells them (RAY_OWN); the engine's ranks are Ray actors (RayWorkerWrapper).
+# told apart as the sim's modelled GB10 tells them (faults.is_ray_own); the engine's ranks are Ray actors.
 COLLECT = r"""
 import glob, json, os
-RAY = %r
+RAY, RANK = %r, %r
 kinds = {"ray": 0, "engine": 0}
 procs = {"ray": [], "engine": []}
 for d in glob.glob("/proc/[0-9]*"):
@@ -46,7 +46,7 @@ for d in glob.glob("/proc/[0-9]*"):
         pss = next(int(l.split()[1]) for l in open(d + "/smaps_rollup") if l.startswith("Pss:"))
     except (OSError, StopIteration, ValueError):
         continue
-    if "RayWorkerWrapper" in cmd or comm.startswith("VLLM"):
+    if cmd.startswith(RANK) or comm.startswith("VLLM"):
         kind = "engine"
     elif any(mark in cmd for mark in RAY):
         kind = "ray"
@@ -59,7 +59,7 @@ for d in glob.glob("/proc/[0-9]*"):
 store = sum(os.path.getsize(f) for f in glob.glob("/dev/shm/plasma*") + glob.glob("/dev/shm/ray*") if os.path.isfile(f))
 print(json.dumps({"kib": kinds, "store_kib": store // 1024,
                   "top": {k: sorted(v, key=lambda p: -p[1])[:8] for k, v in procs.items()}}))
-""" % (RAY_OWN,)
+""" % (RAY_OWN, ENGINE_RANK)
 
 
 def run(cmd, **kw):

@@ -90,21 +90,28 @@ def test_rays_own_processes_are_counted_and_the_engines_are_not(tmp_path):
     # Under Ray a GB10 loses what Ray's daemons and its idle workers hold; the engine's rank (a Ray actor) and
     # driver are the engine's own memory, which the field report's free memory already had.
     faults = _faults()
+    # Command lines as a sim head shows them under Ray (vLLM 0.32's ranks are ray::RayWorkerProc).
     procs = {
-        "1": ("/usr/bin/python3 /usr/local/bin/ray start --block --head", 100 * 1024),
-        "2": ("/usr/local/lib/python3.12/site-packages/ray/core/src/ray/gcs/gcs_server --gcs_server_port=6379",
-              200 * 1024),
-        "3": ("/usr/local/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet --node_ip_address=x", 50 * 1024),
-        "4": ("ray::IDLE", 150 * 1024),
-        "5": ("ray::RayWorkerWrapper.execute_method", 900 * 1024),
-        "6": ("VLLM::EngineCore", 700 * 1024),
-        "7": ("/usr/sbin/sshd -D", 5 * 1024),
+        "1": ("/opt/venv/bin/python3 /opt/venv/bin/ray start --block --head --port 29501", 88 * 1024),
+        "2": ("/opt/venv/lib/python3.11/site-packages/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp/ray", 45 * 1024),
+        "3": ("/opt/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=x", 26 * 1024),
+        "4": ("/opt/venv/bin/python3 /opt/venv/lib/python3.11/site-packages/ray/dashboard/dashboard.py --host=127.0.0.1",
+              69 * 1024),
+        "5": ("ray::DashboardAgent", 64 * 1024),
+        "6": ("/opt/venv/bin/python3 -m ray.util.client.server --address=10.231.101.10:29501", 50 * 1024),
+        "7": ("ray::IDLE", 100 * 1024),
+        "8": ("ray::RayWorkerProc.run", 1497 * 1024),
+        "9": ("ray::RayWorkerWrapper.execute_method", 900 * 1024),
+        "10": ("/opt/venv/bin/python3 /opt/venv/bin/vllm serve m --distributed-executor-backend ray", 485 * 1024),
+        "11": ("VLLM::EngineCore", 460 * 1024),
+        "12": ("docker run --rm --name dgxspark-ray image ray start --block", 16 * 1024),
+        "13": ("/usr/sbin/sshd -D", 5 * 1024),
     }
     for pid, (cmd, pss) in procs.items():
         (tmp_path / pid).mkdir()
         (tmp_path / pid / "cmdline").write_bytes(cmd.replace(" ", "\0").encode() + b"\0")
         (tmp_path / pid / "smaps_rollup").write_text(f"Rss: {pss * 2} kB\nPss: {pss} kB\n")
-    (tmp_path / "8").mkdir()  # a process that ended between the listing and the read
+    (tmp_path / "99").mkdir()  # a process that ended between the listing and the read
     gib, count = faults.ray_own_gib(str(tmp_path))
-    assert count == 4
-    assert abs(gib - 500 / 1024) < 1e-9
+    assert count == 7
+    assert abs(gib - (88 + 45 + 26 + 69 + 64 + 50 + 100) / 1024) < 1e-9

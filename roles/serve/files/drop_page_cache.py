@@ -34,8 +34,7 @@ def drop():
 def main(ray, timeout=60):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # pylint: disable=import-outside-toplevel
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-    # max_calls=1: the worker exits after its drop instead of staying idle, holding memory the engine's check counts.
-    task = ray.remote(num_cpus=0, max_retries=0, max_calls=1)(drop)
+    task = ray.remote(num_cpus=0, max_retries=0)(drop)
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     refs = [(node.get("NodeManagerAddress", node["NodeID"]),
              task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote())

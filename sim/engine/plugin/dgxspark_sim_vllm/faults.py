@@ -76,10 +76,16 @@ TIME_SCALE = float(os.environ.get("DGXSPARK_SIM_TIME_SCALE", "1"))
 GB10_TOTAL_GIB, GB10_FREE_HEADLESS_GIB, DESKTOP_GIB = 121.69, 113.37, 0.7
 # A Ray object store configured beyond the launcher's 1 GiB takes the rest of its size.
 LAUNCHER_OBJECT_STORE_GIB = 1.0
-# Ray's own processes (its daemons, and workers left idle: a finished task's worker stays unless told to
-# exit), told from the engine's ranks (ray::RayWorkerWrapper) and driver by their command lines.
-RAY_OWN = ("gcs_server", "raylet", "dashboard/agent.py", "runtime_env/agent", "log_monitor.py",
-           "autoscaler/_private/monitor.py", "bin/ray start", "ray::IDLE", "default_worker.py")
+# Ray's own processes, by their command lines: `ray start`, its daemons and Python services (GCS, raylet,
+# dashboard, its agents, monitors, the client server: Ray's package or `ray::` titles) and any worker not running
+# the engine. The engine's ranks are Ray actors too (ray::RayWorkerProc, ray::RayWorkerWrapper in older vLLM).
+RAY_OWN = ("bin/ray ", "/site-packages/ray/", "-m ray.", "ray::")
+ENGINE_RANK = "ray::RayWorker"
+
+
+def is_ray_own(cmd):
+    """Whether a process (its command line, arguments joined by spaces) is Ray's own, not the engine's."""
+    return any(mark in cmd for mark in RAY_OWN) and not cmd.startswith(ENGINE_RANK)
 # Startup-critical mods of the M3 b12x group: the file (under vllm/) their sim stand-in marks,
 # and the error the real engine raises without them.
 MODS = {
@@ -345,7 +351,7 @@ def ray_own_gib(proc="/proc"):
         try:
             with open(os.path.join(pid, "cmdline"), "rb") as handle:
                 cmd = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            if not any(mark in cmd for mark in RAY_OWN) or "RayWorkerWrapper" in cmd:
+            if not is_ray_own(cmd):
                 continue
             with open(os.path.join(pid, "smaps_rollup")) as handle:
                 kib += next(int(line.split()[1]) for line in handle if line.startswith("Pss:"))
