@@ -12,7 +12,7 @@ Ray's object store in use (its /dev/shm files). First with the collection's defa
 
 --reuse measures a pair that already serves (inventories/sim, cluster `pair`) instead of starting one with
 scripts/sim-site.sh's steps. Figures are measured on the sim (a tiny model on a 2-core machine): what Ray
-adds, not what a GB10 holds. Not yet run: no figures from it are recorded. Traffic stays on the sim's own
+adds, not what a GB10 holds. Its figures of 2026-12-06 are in docs/benchmarks.md (Ray's share of a node's memory). Traffic stays on the sim's own
 networks.
 """
 import argparse
