@@ -220,3 +220,30 @@ def changed_count(out, host):
 
 def journal(host, unit, lines=400):
     return host.run(f"sudo journalctl -u {unit} --no-pager -o cat -n {lines}").stdout
+
+
+WATCHDOG_STATE = "/var/lib/dgxspark-vllm/watchdog/state.json"
+
+
+def watchdog_state(head, pred, timeout):
+    """The watchdog's state.json once pred(state) holds; fails with the last state and the watchdog's journal."""
+    t0, last = time.monotonic(), None
+    while time.monotonic() - t0 < timeout:
+        out = head.run(f"sudo cat {WATCHDOG_STATE}")
+        if out.rc == 0:
+            try:
+                last = json.loads(out.stdout)
+            except ValueError:
+                last = None
+            if last is not None and pred(last):
+                return last
+        time.sleep(1)
+    raise AssertionError(f"the watchdog's state did not get there within {timeout} s; last: {last}\n"
+                         + journal(head, "dgxspark-watchdog", 40))
+
+
+def figure(name, values):
+    """A measured figure of a scenario (docs/reliability.md takes them from .cache/figures)."""
+    out = PROJECT / ".cache" / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(values, indent=1, sort_keys=True))

@@ -15,6 +15,7 @@ import re
 
 # vLLM's Prometheus names (its /metrics), summed over their label sets.
 RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 TOKEN_COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 # The GPU watch's finding for a wedged clock (module_utils/_gpu_watch.py, its state.json "findings").
 WEDGED_FINDING = "wedged"
@@ -23,7 +24,7 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 def parse_metrics(text):
     """{name: value summed over its label sets} of the names the judgement reads; absent names are left out."""
-    wanted = (RUNNING,) + TOKEN_COUNTERS
+    wanted = (RUNNING, WAITING) + TOKEN_COUNTERS
     values = {}
     for line in (text or "").splitlines():
         m = _SAMPLE.match(line)
@@ -42,9 +43,15 @@ def tokens(metrics):
     return sum(found) if found else None
 
 
+def moved(before, after):
+    """Whether the engine processed tokens between two readings of tokens() (False when either said nothing)."""
+    return before is not None and after is not None and after > before
+
+
 class Judge:
     """Observations in, a verdict out. An observation: {"t", "health" (HTTP status, 0: no answer),
-    "canary_ok", "canary_error", "tokens" (or None), "running" (or None)}."""
+    "canary_ok", "canary_error", "tokens" (or None), "running" (or None)}; "canary_skipped" when tokens
+    moved since the last check, which proves the engine steps as well as a canary would."""
 
     def __init__(self, hang_seconds, min_failures=2):
         self.hang_seconds = float(hang_seconds)
@@ -66,7 +73,9 @@ class Judge:
             return {"state": "down", "why": "/health answers %s: the engine is down or loading (its unit restarts it)"
                     % (last["health"] or "nothing"), "since": None}
         if last["canary_ok"]:
-            return {"state": "serving", "why": "the canary answered", "since": None}
+            why = ("the engine processed tokens since the last check (no canary sent: it would queue behind them)"
+                   if last.get("canary_skipped") else "the canary answered")
+            return {"state": "serving", "why": why, "since": None}
         first = self.failing[0]
         span = last["t"] - first["t"]
         moved = (first["tokens"] is not None and last["tokens"] is not None and last["tokens"] > first["tokens"])

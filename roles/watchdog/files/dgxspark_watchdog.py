@@ -115,14 +115,14 @@ def held(cfg, now):
 
 
 def on_node(cfg, node, argv, timeout=240):
-    """Run argv as root on a node of the pair: here on the head, over the collection's SSH contract on a worker."""
+    """Run argv as root on a node of the pair: here on the head, over the collection's SSH contract on a worker
+    (the node_trust key and known_hosts, as the admin user with sudo -n)."""
     if node["name"] == cfg["node"]:
         cmd = argv
     else:
         ssh = cfg["ssh"]
-        cmd = _ssh.ssh_base(ssh.get("key", ""), ssh.get("known_hosts", ""), ssh.get("port"),
-                            ssh.get("host_key_checking", "strict"), home=ssh.get("home"))
-        cmd += ["%s@%s" % (ssh["user"], node["address"]), " ".join(["sudo", "-n"] + argv)]
+        cmd = _ssh.ssh_argv(node["address"], ["sudo", "-n"] + argv, user=ssh["user"], key=ssh["key"],
+                            known_hosts=ssh["known_hosts"], host_key_checking=ssh.get("host_key_checking", "strict"))
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         return out.returncode, (out.stdout + out.stderr).strip()
@@ -179,6 +179,7 @@ class Watchdog:
     def __init__(self, cfg):
         self.cfg = cfg
         self.judge = wd.Judge(cfg["hang_seconds"], cfg.get("min_failures", 2))
+        self.baseline = None  # the engine's token count at the last check
         self.state = {"state": "starting", "restarts": [], "restarts_total": 0, "hangs_total": 0, "gave_up": False,
                       "last_hang": None}
         try:
@@ -198,20 +199,38 @@ class Watchdog:
         write_atomic(self.cfg.get("textfile"), wd.prometheus_text(self.state, labels))
         write_atomic(self.cfg["state_file"], json.dumps(self.state, indent=1, sort_keys=True) + "\n")
 
+    def metrics(self):
+        return wd.parse_metrics(http(self.cfg["url"] + "/metrics", timeout=5)[1])
+
     def observe(self, key):
+        """/health and /metrics; then a canary unless tokens came out since the last check (proof enough that the
+        engine steps, and the recipe serves one sequence at a time: a canary would hold up a user's request)."""
         cfg = self.cfg
         now = time.time()
         health = http(cfg["url"] + "/health", timeout=5)[0]
-        metrics = wd.parse_metrics(http(cfg["url"] + "/metrics", timeout=5)[1]) if health == 200 else {}
-        ok, took, error = canary(cfg, key) if health == 200 else (False, 0.0, "")
-        return {"t": now, "health": health, "canary_ok": ok, "canary_error": error, "canary_seconds": took,
-                "tokens": wd.tokens(metrics), "running": metrics.get(wd.RUNNING)}
+        metrics = self.metrics() if health == 200 else {}
+        tokens = wd.tokens(metrics)
+        obs = {"t": now, "health": health, "tokens": tokens, "running": metrics.get(wd.RUNNING),
+               "waiting": metrics.get(wd.WAITING), "canary_ok": False, "canary_error": "", "canary_seconds": 0.0}
+        if health == 200 and wd.moved(self.baseline, tokens):
+            obs.update(canary_ok=True, canary_skipped=True)
+        elif health == 200:
+            ok, took, error = canary(cfg, key)
+            obs.update(canary_ok=ok, canary_error=error, canary_seconds=took)
+            if ok:
+                # The canary's own tokens are not the engine's traffic: the next check counts from after it.
+                tokens = wd.tokens(self.metrics())
+        self.baseline = tokens
+        return obs
 
     def hung(self, verdict, obs):
         cfg, state = self.cfg, self.state
         now = time.time()
         state["hangs_total"] += 1
-        evidence = {"declared_at": now, "since": verdict["since"], "why": verdict["why"], "engine_log": engine_log(cfg)}
+        # The requests the engine holds now: a restart loses them (their clients get an error and may retry).
+        in_flight = int((obs.get("running") or 0) + (obs.get("waiting") or 0))
+        evidence = {"declared_at": now, "since": verdict["since"], "why": verdict["why"], "in_flight": in_flight,
+                    "engine_log": engine_log(cfg)}
         log(ERR, "hang: " + verdict["why"])
         states = gpu_states(cfg)
         evidence["gpu_findings"] = {n: s.get("findings", []) for n, s in states.items()}
@@ -221,6 +240,15 @@ class Watchdog:
             state.update(state="wedged", last_hang=evidence)
             log(ERR, "not restarting: wedged GPU clock on %s; power-cycle that node (AC off; a restart or reboot does not clear it)"
                 % ", ".join("%s GPU %s" % (n, g) for n, g, _why in bad_clock))
+            return
+        # A node that cannot be reached (down, its sudo needs a password) would leave the group half stopped.
+        unreachable = ["%s (%s)" % (n["name"], text[-200:] or "rc %d" % rc) for n in cfg["nodes"] if n["name"] != cfg["node"]
+                       for rc, text in [on_node(cfg, n, ["true"], timeout=30)] if rc != 0]
+        if unreachable:
+            evidence["action"] = "none: cannot run systemctl on " + "; ".join(unreachable)
+            state.update(state="hung", last_hang=evidence)
+            log(ERR, "not restarting: %s. The watchdog logs in as %s with the node_trust key and runs sudo -n there"
+                % (evidence["action"][6:], cfg["ssh"]["user"]))
             return
         if wd.budget_left(state["restarts"], now, cfg["budget"], cfg["budget_window"]) <= 0:
             evidence["action"] = "none: the restart budget is spent (%s per %s s)" % (cfg["budget"], cfg["budget_window"])
@@ -241,6 +269,7 @@ class Watchdog:
             evidence["action"] = "restart failed"
             log(ERR, "the restart failed: " + steps)
             return
+        self.baseline = None  # the restarted engine proves itself with a canary
         deadline = now + float(cfg["recover_timeout"])
         key = api_key(cfg["key_file"])
         while time.time() < deadline:

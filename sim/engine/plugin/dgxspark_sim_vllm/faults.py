@@ -35,6 +35,11 @@ figure it produces is modelled, not measured.
   that utilization, from the recipe's memory constants (DGXSPARK_SIM_RECIPE_MEMORY) and the
   collection's own memory plan built into the image; none, and vLLM's own check refuses to
   start ("No available memory for the cache blocks").
+* Hang: while the node's stand-in state holds an `engine-hang` file, the rank on that node stops its step
+  loop before its next step (a stuck collective, a deadlocked replay): the other ranks wait for it, the API
+  server's /health keeps answering and no token comes out. "once" in the file: this rank removes it and
+  never steps again, so only a restart brings the engine back; anything else: the rank waits while the file
+  is there (any engine on the node, a restarted one too).
 * b12x JIT cache: the prewarm compiles b12x's kernels into ~/.cache/b12x unless they are
   there (a mounted cache keeps them across restarts; a container-local one recompiles).
 """
@@ -103,6 +108,8 @@ MODS = {
         "KeyError: 'model.embed_tokens.weight_packed' (the int4 drafter's embedding cannot load)"),
 }
 MARK = "# dgxspark-sim mod applied: "
+
+HANG_FILE = "engine-hang"
 
 _state = {"first_step": True}
 
@@ -262,6 +269,29 @@ def _busy():
             os.utime(os.path.join(SIM_STATE, "engine-busy"))
     except OSError:
         pass  # the stand-in GPU state is not mounted writable here
+
+
+def hang_if_asked():
+    """Stop this rank's step loop when the node's stand-in state asks for a hang (see the docstring): for good
+    with "once", else for as long as the file is there."""
+    path = os.path.join(SIM_STATE, HANG_FILE)
+    try:
+        with open(path) as handle:
+            once = handle.read().strip() == "once"
+    except OSError:
+        return
+    LOG.error("dgxspark-sim (modelled): the rank on %s stops its step loop (%s%s): a hung rank; /health keeps "
+              "answering", _node(), path, ", once" if once else ", while it is there")
+    if once:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        while True:
+            time.sleep(60)
+    while os.path.exists(path):
+        time.sleep(0.5)
+    LOG.warning("dgxspark-sim (modelled): the rank on %s steps again (%s is gone)", _node(), path)
 
 
 def pace(started, tokens, decode):
@@ -451,6 +481,8 @@ def install():
 
     def execute_sim(self, scheduler_output, *args, **kwargs):
         tokens = getattr(scheduler_output, "total_num_scheduled_tokens", 0)
+        if tokens:
+            hang_if_asked()
         if tokens and _state["first_step"]:
             _state["first_step"] = False
             first_step()

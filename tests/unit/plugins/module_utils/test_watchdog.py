@@ -50,6 +50,14 @@ def test_failed_canaries_with_still_counters_are_a_hang_once_the_window_is_spann
     assert "token counters did not move" in verdict["why"] and "5 times over 180 s" in verdict["why"]
 
 
+def test_tokens_since_the_last_check_serve_as_the_canary():
+    assert wd.moved(10.0, 14.0) and not wd.moved(10.0, 10.0) and not wd.moved(None, 5.0) and not wd.moved(5.0, None)
+    judge = wd.Judge(hang_seconds=60)
+    verdict = feed(judge, [obs(0), obs(30), dict(obs(60, ok=True), canary_skipped=True)])
+    assert verdict["state"] == "serving" and "no canary sent" in verdict["why"]
+    assert judge.failing == []
+
+
 def test_one_slow_answer_is_not_a_hang_however_long():
     judge = wd.Judge(hang_seconds=60, min_failures=2)
     assert feed(judge, [obs(0, ok=True)]) ["state"] == "serving"
@@ -104,7 +112,9 @@ def test_prometheus_text_carries_the_verdict_and_the_alert():
 
 class FakeEngine(BaseHTTPRequestHandler):
     hung = threading.Event()
+    traffic = threading.Event()  # users' requests decoding: the token counter moves between checks
     tokens = [0]
+    canaries = [0]
 
     def log_message(self, *args):  # pylint: disable=arguments-differ
         pass
@@ -120,12 +130,15 @@ class FakeEngine(BaseHTTPRequestHandler):
         if self.path == "/health":
             self.reply(200, "")
         elif self.path == "/metrics":
+            if self.traffic.is_set():
+                self.tokens[0] += 10
             self.reply(200, "vllm:generation_tokens_total %d\nvllm:num_requests_running 1\n" % self.tokens[0])
         elif self.path == "/v1/models":
             self.reply(200, json.dumps({"data": [{"id": "minimax-m3"}]}))
 
     def do_POST(self):  # pylint: disable=invalid-name
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.canaries[0] += 1
         if self.hung.is_set():
             time.sleep(1.0)  # past the canary's deadline, no token
             return
@@ -155,6 +168,7 @@ def fixture_daemon(tmp_path):
         shutil.copy(src, lib / src.name)
     calls, hang = tmp_path / "calls", tmp_path / "hang"
     (binp / "systemctl").write_text(FAKE_SYSTEMCTL.format(calls=calls, hang=hang))
+    (binp / "ssh").write_text("#!/bin/sh\necho 'ssh: connect to host 10.0.0.2 port 22: No route to host' >&2\nexit 255\n")
     (binp / "journalctl").write_text("#!/bin/sh\necho 'engine: waiting in all_reduce'\n")
     for f in binp.iterdir():
         f.chmod(0o755)
@@ -195,6 +209,7 @@ def fixture_daemon(tmp_path):
         p.kill()
         p.wait()
     FakeEngine.hung.clear()
+    FakeEngine.traffic.clear()
     server.shutdown()
 
 
@@ -250,6 +265,32 @@ def test_out_of_budget_the_daemon_stops_restarting_and_raises_the_alert(daemon):
     assert "dgxspark_watchdog_gave_up{node=\"h\"} 1" in (daemon["calls"].parent / "w.prom").read_text()
     FakeEngine.hung.clear()
     daemon["until"](lambda s: not s.get("gave_up") and s.get("state") == "serving")
+
+
+def test_while_tokens_come_out_no_canary_is_sent_and_the_engine_is_serving(daemon):
+    daemon["start"]()
+    daemon["until"](lambda s: s.get("state") == "serving")
+    FakeEngine.traffic.set()
+    time.sleep(0.5)
+    sent = FakeEngine.canaries[0]
+    time.sleep(1.5)  # ~7 checks
+    seen = daemon["state"]()
+    assert FakeEngine.canaries[0] == sent and seen["state"] == "serving", seen
+    assert "no canary sent" in seen["verdict"], seen
+    FakeEngine.traffic.clear()
+    time.sleep(0.5)
+    assert FakeEngine.canaries[0] > sent  # still counters: the canary checks again
+
+
+def test_a_worker_it_cannot_reach_is_named_and_nothing_is_stopped(daemon):
+    daemon["start"](nodes=[{"name": "h", "address": ""}, {"name": "w", "address": "10.0.0.2"}],
+                    ssh={"user": "spark", "key": "/k", "known_hosts": "/kh"})
+    daemon["until"](lambda s: s.get("state") == "serving")
+    FakeEngine.hung.set()
+    hung = daemon["until"](lambda s: (s.get("last_hang") or {}).get("action", "").startswith("none: cannot run"))
+    assert "w (ssh: connect to host 10.0.0.2 port 22: No route to host)" in hung["last_hang"]["action"], hung
+    assert hung["restarts_total"] == 0
+    assert [c for c in daemon["calls"].read_text().splitlines() if not c.startswith("is-active")] == []
 
 
 def test_a_wedge_as_the_gpu_watch_reports_it_is_what_the_watchdog_reads():
