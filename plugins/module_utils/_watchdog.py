@@ -15,7 +15,6 @@ import re
 
 # vLLM's Prometheus names (its /metrics), summed over their label sets.
 RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
 TOKEN_COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total")
 # The GPU watch's finding for a wedged clock (module_utils/_gpu_watch.py, its state.json "findings").
 WEDGED_FINDING = "wedged"
@@ -24,7 +23,7 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 def parse_metrics(text):
     """{name: value summed over its label sets} of the names the judgement reads; absent names are left out."""
-    wanted = (RUNNING, WAITING) + TOKEN_COUNTERS
+    wanted = (RUNNING,) + TOKEN_COUNTERS
     values = {}
     for line in (text or "").splitlines():
         m = _SAMPLE.match(line)
@@ -86,7 +85,7 @@ class Judge:
         flat = "its token counters did not move" if first["tokens"] is not None else "no token counters to read"
         why = "/health answers 200, the canary has failed %d times over %.0f s (last: %s), %s%s" % (
             len(self.failing), span, last["canary_error"], flat,
-            "" if last.get("running") is None else ", %d requests running" % last["running"])
+            "" if last.get("running") is None else " (its last report: %d requests running)" % last["running"])
         if len(self.failing) >= self.min_failures and span >= self.hang_seconds:
             return {"state": "hung", "why": why, "since": first["t"]}
         return {"state": "suspect", "why": why, "since": first["t"]}

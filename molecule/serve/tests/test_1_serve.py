@@ -82,7 +82,8 @@ def test_metrics_are_exported_and_count_the_requests_served():
     body = {"model": "minimax-m3", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
     assert sc.api(head, URL + "/v1/chat/completions", KEY, body)[0] == 200
     after = sc.api(head, URL + "/metrics")[1]
-    assert _successes(after) == _successes(before) + 1, (before, after)
+    # At least one: the serving watchdog's canary may land in between.
+    assert _successes(after) >= _successes(before) + 1, (before, after)
 
 
 def test_listeners_stay_on_the_configured_addresses():

@@ -210,8 +210,7 @@ class Watchdog:
         health = http(cfg["url"] + "/health", timeout=5)[0]
         metrics = self.metrics() if health == 200 else {}
         tokens = wd.tokens(metrics)
-        obs = {"t": now, "health": health, "tokens": tokens, "running": metrics.get(wd.RUNNING),
-               "waiting": metrics.get(wd.WAITING), "canary_ok": False, "canary_error": "", "canary_seconds": 0.0}
+        obs = {"t": now, "health": health, "tokens": tokens, "running": metrics.get(wd.RUNNING), "canary_ok": False, "canary_error": "", "canary_seconds": 0.0}
         if health == 200 and wd.moved(self.baseline, tokens):
             obs.update(canary_ok=True, canary_skipped=True)
         elif health == 200:
@@ -227,10 +226,7 @@ class Watchdog:
         cfg, state = self.cfg, self.state
         now = time.time()
         state["hangs_total"] += 1
-        # The requests the engine holds now: a restart loses them (their clients get an error and may retry).
-        in_flight = int((obs.get("running") or 0) + (obs.get("waiting") or 0))
-        evidence = {"declared_at": now, "since": verdict["since"], "why": verdict["why"], "in_flight": in_flight,
-                    "engine_log": engine_log(cfg)}
+        evidence = {"declared_at": now, "since": verdict["since"], "why": verdict["why"], "engine_log": engine_log(cfg)}
         log(ERR, "hang: " + verdict["why"])
         states = gpu_states(cfg)
         evidence["gpu_findings"] = {n: s.get("findings", []) for n, s in states.items()}
