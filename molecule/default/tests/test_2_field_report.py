@@ -138,7 +138,7 @@ def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engin
     # Left out, the engine's start fails on the memory the desktop holds. util 0.924 passes on a headless GB10 under
     # Ray (the recipe's backends.ray serves 0.925) and not with a desktop; a value other than the served one makes
     # serve restart the engine.
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_stall_timeout=300",
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_stall_timeout=300", "-e", "deployment_rollback=false",
                       *sc.overrides_with({"args": {"gpu-memory-utilization": 0.924}}))
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]

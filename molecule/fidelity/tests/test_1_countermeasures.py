@@ -18,7 +18,8 @@ def run_and_record(case, *args):
     """A runtime-only bad input: the run must fail, and the health wait within seconds of the engine's exit."""
     started = time.monotonic()
     try:
-        res = sc.playbook(*args)
+        # The refusal is the point here; site.yml's rollback to the validated deployment is the serve scenario's.
+        res = sc.playbook(*args, "-e", "deployment_rollback=false")
     finally:
         # The refused engine would restart every 10 s, re-importing vLLM, for as long as the next tests run:
         # load that slows the scenarios beside this one. The next test's run starts it again.
@@ -120,7 +121,7 @@ def test_without_the_page_cache_drop_the_engine_refuses_the_memory_the_weights_h
 
 
 def test_without_auto_tool_choice_every_agent_request_is_refused():
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate",
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve,validate", "-e", "deployment_rollback=false",
                       *sc.overrides_with({"args": {"enable-auto-tool-choice": False}}))
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
