@@ -16,24 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _gpu_watch as watch  # noqa: E402  pylint: disable=wrong-import-position
-
-# sd-daemon priority prefixes: journald stores the line with this priority.
-ERR, NOTICE = "<3>", "<5>"
-
-
-def log(prefix, text):
-    sys.stdout.write(prefix + text + "\n")
-    sys.stdout.flush()
-
-
-def write_atomic(path, text):
-    if not path:
-        return
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+from _daemon import ERR, NOTICE, log, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def sample(nvidia_smi, fields):

@@ -23,23 +23,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _ssh  # noqa: E402  pylint: disable=wrong-import-position
 import _watchdog as wd  # noqa: E402  pylint: disable=wrong-import-position
-
-ERR, WARNING, NOTICE = "<3>", "<4>", "<5>"
-
-
-def log(prefix, text):
-    sys.stdout.write(prefix + text + "\n")
-    sys.stdout.flush()
-
-
-def write_atomic(path, text):
-    if not path:
-        return
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+from _daemon import ERR, NOTICE, WARNING, log, write_atomic  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def api_key(path):

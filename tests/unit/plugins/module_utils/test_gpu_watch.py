@@ -227,7 +227,7 @@ def test_the_daemon_raises_and_clears_a_wedge(tmp_path):
     # The installed layout: the daemon with the two module_utils files next to it, a fake nvidia-smi.
     lib = tmp_path / "lib"
     lib.mkdir()
-    for src in (ROOT / "roles/gpu_watch/files/dgxspark_gpu_watch.py", ROOT / "plugins/module_utils/_gpu_watch.py",
+    for src in (ROOT / "roles/gpu_watch/files/dgxspark_gpu_watch.py", ROOT / "plugins/module_utils/_gpu_watch.py", ROOT / "plugins/module_utils/_daemon.py",
                 ROOT / "plugins/module_utils/_nvidia_smi.py"):
         (lib / src.name).write_text(src.read_text())
     reading = tmp_path / "reading"

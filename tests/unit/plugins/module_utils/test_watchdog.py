@@ -163,7 +163,7 @@ def fixture_daemon(tmp_path):
     lib, binp = tmp_path / "lib", tmp_path / "bin"
     lib.mkdir()
     binp.mkdir()
-    for src in (ROOT / "roles/watchdog/files/dgxspark_watchdog.py", ROOT / "plugins/module_utils/_watchdog.py",
+    for src in (ROOT / "roles/watchdog/files/dgxspark_watchdog.py", ROOT / "plugins/module_utils/_watchdog.py", ROOT / "plugins/module_utils/_daemon.py",
                 ROOT / "plugins/module_utils/_ssh.py"):
         shutil.copy(src, lib / src.name)
     calls, hang = tmp_path / "calls", tmp_path / "hang"
