@@ -21,11 +21,13 @@ depth-first in order, paths relative to the checkout's root.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
 import re
 import shlex
+import string
 
 RECIPE_VERSIONS = ("1",)
 # Short spellings vLLM's parser accepts, by their long names.
@@ -102,6 +104,14 @@ def parse_command(command):
     return model, args, deployment
 
 
+def placeholders(command):
+    """The names the command's ``{placeholders}`` use (none for a malformed command: render_command says why)."""
+    try:
+        return [name.split(".")[0].split("[")[0] for _text, name, _spec, _conv in string.Formatter().parse(command) if name]
+    except ValueError:
+        return []
+
+
 def render_command(command, params):
     """Fill the command's ``{placeholders}`` from params the way the launcher does."""
     try:
@@ -132,6 +142,14 @@ def recipe_from_launcher(doc, source="the recipe", params=None):
     mods = doc.get("mods") or []
     if not isinstance(defaults, dict) or not isinstance(env, dict) or not isinstance(mods, list):
         raise LauncherError("%s: defaults and env must be mappings, mods a list" % source)
+    unknown = sorted(set(params or {}) - set(defaults) - set(placeholders(doc["command"])))
+    if unknown:
+        # The launcher ignores a value nothing reads: a typo would serve the recipe's own value without a word.
+        known = sorted(set(defaults) | set(placeholders(doc["command"])))
+        raise LauncherError("%s takes no parameter %s; its parameters: %s%s" % (
+            source, ", ".join(unknown), ", ".join(known) or "none",
+            "".join(" (%s: did you mean %s?)" % (k, m[0]) for k in unknown
+                    for m in [difflib.get_close_matches(k, known, 1)] if m)))
     model, args, deployment = parse_command(render_command(doc["command"], dict(defaults, **(params or {}))))
     plain, from_controller = {}, []
     for key, value in env.items():

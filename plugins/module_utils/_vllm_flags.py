@@ -105,6 +105,15 @@ def problems(args, flagset, strict=True, overrides=None, recipe="the recipe", bu
                 "--%s (from %s) is not in %s. %sFix or remove it there." % (flag, source(flag), where, hint))})
             continue
         fields = (flagset.get("json_keys") or {}).get(name)
+        if fields and isinstance(value, str):
+            # A JSON-valued flag given as text: vLLM parses it at start and refuses what does not parse.
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                found.append({"fatal": True, "message": (
+                    "--%s (from %s) takes JSON, and %r does not parse: %s. Give it as a mapping in YAML, or as valid "
+                    "JSON text." % (flag, source(flag), value[:200], exc))})
+                continue
         if fields and isinstance(value, dict):
             for key in value:
                 if key in fields:

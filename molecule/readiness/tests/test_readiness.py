@@ -282,6 +282,11 @@ CASES = {
     # Rules across variables, and values in their registries' syntax.
     "port_clash": (["-e", "serve_api_port=29501"], {}, {},
                    r"each used once, but they are \{\"serve_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
+    "api_host_syntax": (["-e", "serve_api_host=10.231.8.10:8000"], {}, {},
+                        r"serve_api_host = '10\.231\.8\.10:8000' is not an address the API can bind to"),
+    "recipe_params_own_format": (["-e", json.dumps({"serve_recipe_params": {"util": 0.9}})], {}, {},
+                                 r"serve_recipe_params \(util\) fill in the parameters of a launcher recipe file, but "
+                                 r"minimax-m3-vision is in the collection's own format"),
     "image_ref_syntax": (["-e", "image_ref='vllm node:latest'"], {}, {},
                          r"image_ref = 'vllm node:latest' is not an image reference"),
     "model_id_syntax": (["-e", json.dumps({"serve_recipe_overrides": {"model": "MiniMax M3"}})], {}, {},
@@ -290,6 +295,9 @@ CASES = {
     "flag_typo": (overrides(**{"max-model-lenght": 8192}), {}, {},
                   r"--max-model-lenght \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) "
                   r"is not in the flag set of vLLM 0\.32\.0 shipped with the collection .*Did you mean --max-model-len\?"),
+    "flag_json_syntax": (overrides(**{"compilation-config": '{"mode": 0, cudagraph_mode: "FULL_DECODE_ONLY"}'}), {}, {},
+                         r"--compilation-config \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) "
+                         r"takes JSON, and .* does not parse: Expecting property name"),
     "flag_json_key_typo": (overrides(**{"compilation-config": {"mode": 0, "cudagraph_mod": "FULL_DECODE_ONLY"}}), {}, {},
                            r"--compilation-config key 'cudagraph_mod' .*Did you mean 'cudagraph_mode'\?"),
 }

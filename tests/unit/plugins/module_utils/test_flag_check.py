@@ -31,6 +31,17 @@ def test_json_keys_are_checked_where_vllm_checks_them():
     assert "Did you mean 'num_speculative_tokens'?" in found[0]["message"] and "recipe x" in found[0]["message"]
 
 
+def test_json_given_as_text_is_parsed_as_vllm_would_and_its_keys_checked():
+    bad = _vllm_flags.problems({"speculative-config": '{"method": "eagle3", num_speculative_tokens: 3}'}, FLAGSET,
+                               overrides={"speculative-config": ""})
+    assert len(bad) == 1 and bad[0]["fatal"], bad
+    assert "--speculative-config (from serve_recipe_overrides (args)" in bad[0]["message"]
+    assert "takes JSON, and" in bad[0]["message"] and "does not parse: Expecting property name" in bad[0]["message"]
+    typo = _vllm_flags.problems({"speculative-config": '{"method": "eagle3", "num_speculative_token": 3}'}, FLAGSET)
+    assert len(typo) == 1 and "key 'num_speculative_token'" in typo[0]["message"]
+    assert _vllm_flags.problems({"speculative-config": '{"method": "eagle3"}'}, FLAGSET) == []
+
+
 def test_the_shipped_list_refuses_typos_and_only_warns_about_unknown_flags():
     shipped = {k: v for k, v in FLAGSET.items() if k != "image_id"}
     found = _vllm_flags.problems({"max-model-lenght": 1, "some-flag-of-a-newer-vllm": 1}, shipped, strict=False)

@@ -73,6 +73,19 @@ def test_params_override_defaults_like_the_launchers_command_line():
     assert data["args"]["gpu-memory-utilization"] == 0.9
 
 
+def test_a_parameter_the_recipe_does_not_take_is_refused_with_the_nearest_name():
+    # The launcher would serve its own util without a word; here the typo is named before anything runs.
+    with pytest.raises(LauncherError, match=r"demo.yaml takes no parameter utill; its parameters: drafter, host, port, "
+                                            r"tensor_parallel, util \(utill: did you mean util\?\)"):
+        recipe_from_launcher(RECIPE, "demo.yaml", params={"utill": 0.9})
+
+
+def test_a_placeholder_the_defaults_lack_is_a_parameter_too():
+    data = recipe_from_launcher(dict(RECIPE, command=RECIPE["command"].replace("{util}", "{mem}")),
+                                params={"mem": 0.91})
+    assert data["args"]["gpu-memory-utilization"] == 0.91
+
+
 @pytest.mark.parametrize("change, message", [
     ({"recipe_version": "2"}, "recipe_version '2'"),
     ({"command": "python -m x"}, "must start with 'vllm serve'"),
