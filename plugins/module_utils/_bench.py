@@ -167,3 +167,63 @@ class Client:
         started = self.clock()
         with self._open("/v1/chat/completions", chat_body(model, prompt, max_tokens, ignore_eos)) as response:
             return measure(response, started, self.clock)
+
+
+# The soak: many requests side by side for a while, judged on errors, latency and the decode rate over time.
+
+def percentile(values, q):
+    """The q-th percentile (0-100) by nearest rank; None for no values."""
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil
+    return round(ordered[int(rank) - 1], 4)
+
+
+def soak_windows(records, duration, windows):
+    """The decode rate over time: the soak cut into `windows` equal spans by each request's start, the median
+    decode tok/s of the requests that decoded in each ({"from_s", "to_s", "requests", "decode_tok_s"})."""
+    span = float(duration) / windows
+    out = []
+    for index in range(windows):
+        inside = [r for r in records if r.get("ok") and min(int(r["t"] // span), windows - 1) == index]
+        rates = [r["decode_tok_s"] for r in inside if r.get("decode_tok_s") is not None]
+        out.append({"from_s": round(index * span, 1), "to_s": round((index + 1) * span, 1), "requests": len(inside),
+                    "decode_tok_s": round(statistics.median(rates), 2) if rates else None})
+    return out
+
+
+def soak_verdict(records, duration, windows=4, max_drift=0.25, max_errors=0):
+    """The soak's figures and whether it passed: no more than `max_errors` failed requests (a request past its
+    deadline is one: a hang), and no window's median decode rate below the first window's by more than
+    `max_drift` (a fraction)."""
+    ok = [r for r in records if r.get("ok")]
+    errors = [r for r in records if not r.get("ok")]
+    spans = soak_windows(records, duration, windows)
+    rated = [w for w in spans if w["decode_tok_s"]]
+    drift = round(min(w["decode_tok_s"] for w in rated) / rated[0]["decode_tok_s"], 3) if len(rated) > 1 else None
+    reasons = []
+    if len(errors) > max_errors:
+        reasons.append("%d of %d requests failed (at most %d allowed); first: %s" % (
+            len(errors), len(records), max_errors, "; ".join(sorted({e["error"] for e in errors}))[:600]))
+    if drift is not None and drift < 1 - max_drift:
+        reasons.append("the decode rate fell to %.0f%% of the first window's (%s tok/s to %s; at most %.0f%% drift "
+                       "allowed)" % (drift * 100, rated[0]["decode_tok_s"], min(w["decode_tok_s"] for w in rated),
+                                     max_drift * 100))
+    if not ok:
+        reasons.append("no request succeeded")
+    latency = [r["latency_s"] for r in ok]
+    ttft = [r.get("ttft_s") for r in ok]
+    return {
+        "passed": not reasons,
+        "reasons": reasons,
+        "requests": len(records),
+        "errors": len(errors),
+        "by_kind": {k: len([r for r in ok if r["kind"] == k]) for k in sorted({r["kind"] for r in records})},
+        "latency_s": {"p50": percentile(latency, 50), "p90": percentile(latency, 90), "p99": percentile(latency, 99),
+                      "max": percentile(latency, 100)},
+        "ttft_s": {"p50": percentile(ttft, 50), "p99": percentile(ttft, 99)},
+        "decode_tok_s": median_of(ok, "decode_tok_s"),
+        "windows": spans,
+        "drift": drift,
+    }

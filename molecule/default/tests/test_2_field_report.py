@@ -2,6 +2,7 @@
 report saw it when the collection's countermeasure is left out, and does not with it. They run on the
 default scenario's pair after its converge (the full, healthy deployment) and its stack checks, and put
 back what they change, for the journey's checks after them."""
+import concurrent.futures
 import json
 import time
 
@@ -147,3 +148,37 @@ def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engin
     res = sc.playbook("site.yml", "--tags", "headless,ray_cluster,serve")
     assert res.returncode == 0, res.stdout[-4000:]
     assert not head.file("/etc/dgxspark-sim/desktop-active").exists
+
+
+def soak(tmp_path, minutes, windows):
+    return sc.playbook("playbooks/soak.yml", "-e", f"soak_results_dir={tmp_path}", "-e", f"soak_minutes={minutes}",
+                       "-e", "soak_concurrency=2", "-e", f"soak_windows={windows}")
+
+
+def test_a_short_soak_of_long_prompts_and_decodes_passes_with_its_figures(tmp_path):
+    res = soak(tmp_path, 1.5, 3)
+    assert res.returncode == 0, res.stdout[-3000:]
+    report = json.loads(next(tmp_path.glob("soak-*.json")).read_text())
+    assert report["passed"] and report["errors"] == 0 and report["figures"] == "modelled", report
+    assert report["by_kind"]["long"] >= 2 and report["by_kind"]["decode"] >= 2, report
+    assert report["drift"] >= 0.75 and 0.8 * 36.3 <= report["decode_tok_s"] <= 1.2 * 36.3, report
+    sc.figure("soak_healthy", {k: report[k] for k in ("minutes", "concurrency", "requests", "by_kind", "errors",
+                                                       "latency_s", "ttft_s", "decode_tok_s", "windows", "drift")})
+
+
+def test_a_clock_that_wedges_mid_soak_fails_it_on_the_decode_rate(tmp_path):
+    # The field report's wedge, 45 s into a 90 s soak: the pair decodes at the wedged node's pace from then on.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(soak, tmp_path, 1.5, 2)
+        time.sleep(45)
+        set_gpu(HEAD, "wedged")
+        try:
+            res = running.result(timeout=900)
+        finally:
+            set_gpu(HEAD, "healthy")
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    report = json.loads(next(tmp_path.glob("soak-*.json")).read_text())
+    assert not report["passed"] and report["errors"] == 0 and report["drift"] < 0.75, report
+    assert "The soak failed: the decode rate fell to" in out, out[-3000:]
+    sc.figure("soak_wedged", {k: report[k] for k in ("requests", "decode_tok_s", "windows", "drift", "reasons")})
