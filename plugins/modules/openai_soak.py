@@ -16,11 +16,15 @@ description:
   - Fails when more than O(max_errors) requests failed, or a span's decode rate fell below the first span's by more
     than O(max_drift).
   - Only reads from the endpoint; in check mode it sends nothing.
-version_added: 1.0.0
-author: dgxspark.vllm contributors
+author:
+  - dgxspark.vllm contributors (@dgxspark)
 extends_documentation_fragment:
-  - dgxspark.vllm.attributes
+  - ansible.builtin.action_common_attributes
   - dgxspark.vllm.attributes.read_only
+  - dgxspark.vllm.attributes
+attributes:
+  check_mode:
+    details: In check mode it sends nothing and reports no figures.
 options:
   url:
     description: Base URL of the endpoint (without C(/v1)).
