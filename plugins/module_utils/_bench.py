@@ -20,6 +20,13 @@ import time
 
 from ansible.module_utils.urls import open_url
 
+# The endpoint options the modules that load it share (openai_bench, openai_soak).
+ENDPOINT_SPEC = dict(
+    url=dict(type="str", required=True),
+    api_key=dict(type="str", no_log=True),
+    model=dict(type="str"),
+)
+
 # Fields a chunk's delta may carry generated text in (reasoning parsers split it out).
 TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
@@ -154,6 +161,19 @@ class Client:
     def models(self):
         with self._open("/v1/models") as response:
             return json.loads(response.read().decode("utf-8")).get("data") or []
+
+    def pick_model(self, model=None):
+        """The /v1/models entry to ask: `model`, or the first one listed. ValueError names what is wrong."""
+        try:
+            listed = self.models()
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ValueError("cannot list models at %s/v1/models: %s; is the endpoint up (systemctl status dgxspark-vllm)?"
+                             % (self.base_url, exc)) from exc
+        entry = next((m for m in listed if m.get("id") == model), None) if model else (listed[0] if listed else None)
+        if entry is None:
+            raise ValueError("model %s not served at %s; served: %s" % (model or "(any)", self.base_url,
+                                                                        [m.get("id") for m in listed]))
+        return entry
 
     def version(self):
         """vLLM's /version, or 'unknown' where the server has none."""

@@ -138,9 +138,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _bench
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
-            model=dict(type="str"),
+            _bench.ENDPOINT_SPEC,
             runs=dict(type="int", default=5),
             warmup=dict(type="int", default=1),
             max_tokens=dict(type="int", default=32, no_log=False),
@@ -161,12 +159,9 @@ def main():
                              "max_tokens=%(max_tokens)s duration=%(duration)s time_scale=%(time_scale)s" % p)
     client = _bench.Client(p["url"], p["api_key"], p["timeout"])
     try:
-        listed = client.models()
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=f"cannot list models at {p['url']}/v1/models: {exc}; is the endpoint up (systemctl status dgxspark-vllm)?")
-    entry = next((m for m in listed if m.get("id") == p["model"]), None) if p["model"] else (listed[0] if listed else None)
-    if entry is None:
-        module.fail_json(msg=f"model {p['model'] or '(any)'} not served at {p['url']}; served: {[m.get('id') for m in listed]}")
+        entry = client.pick_model(p["model"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     model = entry["id"]
 
     runs = []

@@ -183,9 +183,7 @@ def client_loop(client, model, p, started, records, lock, index):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
-            model=dict(type="str"),
+            _bench.ENDPOINT_SPEC,
             duration=dict(type="float", default=600.0),
             concurrency=dict(type="int", default=4),
             long_prompt=dict(type="str", required=True),
@@ -213,12 +211,9 @@ def main():
                          by_kind={}, latency_s={}, ttft_s={}, decode_tok_s=None, windows=[], drift=None, failures=[])
     client = _bench.Client(p["url"], p["api_key"], p["timeout"])
     try:
-        listed = client.models()
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=f"cannot list models at {p['url']}/v1/models: {exc}; is the endpoint up?")
-    entry = next((m for m in listed if m.get("id") == p["model"]), None) if p["model"] else (listed[0] if listed else None)
-    if entry is None:
-        module.fail_json(msg=f"model {p['model'] or '(any)'} not served at {p['url']}; served: {[m.get('id') for m in listed]}")
+        entry = client.pick_model(p["model"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     records, lock, started = [], threading.Lock(), time.monotonic()
     clients = [threading.Thread(target=client_loop, args=(client, entry["id"], p, started, records, lock, i), daemon=True)
                for i in range(p["concurrency"])]

@@ -95,6 +95,20 @@ def test_a_change_the_engine_refuses_is_rolled_back_to_the_validated_deployment(
                                 "run_s": round(took, 1), "change": REFUSED_AT_START, "engine": "stand-in"})
 
 
+def test_rays_own_refusal_of_its_start_is_named_with_its_words_without_waiting_out_the_join():
+    # An option `ray start` does not take: Ray exits at once on every node and systemd starts it again every 10 s.
+    started = time.monotonic()
+    res = sc.playbook("site.yml", "--tags", "ray_cluster", "-e", json.dumps({"ray_cluster_extra_start_args": ["--bogus-option"]}),
+                      "-e", "deployment_rollback=false")
+    took = time.monotonic() - started
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-4000:]
+    assert "Ray exits as it starts on" in out, out[-4000:]
+    assert "Error: No such option '--bogus-option'" in out, out[-4000:]
+    sc.record("ray_start_refused", "ray_cluster (the join wait, after 2 restarts of Ray's unit)", took, None,
+              out[out.find("Ray exits as it starts"):][:300])
+
+
 def test_a_worker_that_cannot_join_is_named_with_its_log():
     # A wrong head address for the workers only (the head's own unit does not use it). Not rolled back here: the
     # run must stop before the engine starts.

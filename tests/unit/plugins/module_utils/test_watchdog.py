@@ -271,14 +271,16 @@ def test_while_tokens_come_out_no_canary_is_sent_and_the_engine_is_serving(daemo
     daemon["start"]()
     daemon["until"](lambda s: s.get("state") == "serving")
     FakeEngine.traffic.set()
-    time.sleep(0.5)
+    daemon["until"](lambda s: "no canary sent" in s.get("verdict", ""))
     sent = FakeEngine.canaries[0]
     time.sleep(1.5)  # ~7 checks
     seen = daemon["state"]()
     assert FakeEngine.canaries[0] == sent and seen["state"] == "serving", seen
     assert "no canary sent" in seen["verdict"], seen
     FakeEngine.traffic.clear()
-    time.sleep(0.5)
+    t0 = time.monotonic()
+    while FakeEngine.canaries[0] == sent and time.monotonic() - t0 < 20:
+        time.sleep(0.1)
     assert FakeEngine.canaries[0] > sent  # still counters: the canary checks again
 
 

@@ -58,17 +58,16 @@ def test_the_module_loads_the_endpoint_from_side_by_side_clients_for_its_duratio
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     test_bench.StreamingHandler.seen.clear()
     try:
-        t0 = time.monotonic()
+        # A loopback stream's decode rate is scheduling noise (hundreds of thousands of tok/s): the drift bound is
+        # the judgement's, tested above on set figures, and left out here.
         out = run({"url": "http://127.0.0.1:%d" % httpd.server_address[1], "api_key": "sk-soak", "duration": 0.6,
-                   "concurrency": 3, "long_prompt": "long " * 50, "windows": 2})
-        took = time.monotonic() - t0
+                   "concurrency": 3, "long_prompt": "long " * 50, "windows": 2, "max_drift": 0.99})
     finally:
         httpd.shutdown()
     assert out["passed"] and out["errors"] == 0 and out["model"] == "tiny", out
     assert out["by_kind"]["long"] >= 1 and out["by_kind"]["decode"] >= 1
     assert out["requests"] == len(test_bench.StreamingHandler.seen)
     assert {auth for _req, auth in test_bench.StreamingHandler.seen} == {"Bearer sk-soak"}
-    assert took < 30
 
 
 def test_an_endpoint_that_stops_answering_is_a_failed_soak(run):
