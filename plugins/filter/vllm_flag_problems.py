@@ -14,19 +14,26 @@ description:
     value) against a flag set read from vLLM's own argument parser (module M(dgxspark.vllm.vllm_flags),
     or a list shipped with the collection), including the keys of the JSON flags vLLM validates
     (C(speculative-config), C(compilation-config), C(attention-config)).
+  - Checks each value too where the flag set says what vLLM refuses (C(values), C(json_values)): a value the
+    parser cannot convert (a whole number, a number), one outside its choices, one outside the bounds the
+    config class declares.
   - Returns one entry per problem with its C(message) (the flag, where it came from, the closest real
-    flag for a typo) and C(fatal).
+    flag or choice for a typo) and C(fatal).
 options:
   _input:
     description: Flag name -> value; C(false) and C(null) are not rendered and not checked.
     type: dict
     required: true
   flagset:
-    description: C(version), C(flags) (names without dashes), C(json_keys) (flag -> field names), optional C(image_id).
+    description: >-
+      C(version), C(flags) (names without dashes), C(json_keys) (flag -> field names), optional C(values), C(json_values)
+      and C(image_id), as M(dgxspark.vllm.vllm_flags) returns them.
     type: dict
     required: true
   strict:
-    description: Every unknown flag is fatal (the image's own flag set); otherwise only typos are, the rest warn.
+    description: >-
+      Every unknown flag, key or choice is fatal (the image's own flag set); otherwise only typos are, the rest warn.
+      A value of the wrong type or out of bounds is fatal either way.
     type: bool
     default: true
   overrides:

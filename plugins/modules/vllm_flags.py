@@ -13,6 +13,10 @@ description:
   - Runs vLLM's own C(serve) argument parser in a throw-away container of the image (no network, no GPU)
     and returns its flags and the fields of the config classes whose JSON flags vLLM checks key by key
     (C(speculative-config), C(compilation-config), C(attention-config)).
+  - For each flag (and each key of those JSON flags) it also returns what vLLM refuses of its value, read
+    from the same vLLM, so a bad value is refused before anything changes rather than when the engine
+    starts - the type the parser converts to (a whole number, a number), its choices, and the bounds
+    (C(gt), C(ge), C(lt), C(le)) the config class declares on the field.
   - The flag set is a property of the image ID, so it is kept in O(cache_dir) under that ID and read from
     there the next time; only a new image costs a container start.
   - An image that is not on the node, or whose vLLM cannot be read (an image without vLLM), is not an
@@ -87,10 +91,13 @@ cached:
   returned: always
   type: bool
 flagset:
-  description: C(version), C(flags) (names without dashes), C(json_keys), C(image_id).
+  description: >-
+    C(version), C(flags) (names without dashes), C(json_keys), C(values) (flag -> C(type), C(choices), bounds and the
+    C(config) class that declares them), C(json_values) (JSON flag -> key -> the same), C(format), C(image_id).
   returned: when found
   type: dict
-  sample: {version: 0.32.0, flags: [max-model-len, tensor-parallel-size], json_keys: {speculative-config: [method, model]}}
+  sample: {version: 0.32.0, flags: [max-model-len, max-num-seqs], json_keys: {speculative-config: [method, model]},
+           values: {max-num-seqs: {type: int, config: SchedulerConfig, ge: 1}}, json_values: {}, format: 2}
 reason:
   description: Why the flag set could not be read.
   returned: when not found
@@ -142,9 +149,13 @@ def main():
     if ident is None:
         module.exit_json(changed=False, found=False, cached=False, image_id="", source="", reason=reason)
     cache = os.path.join(p["cache_dir"], re.sub(r"[^A-Za-z0-9]", "_", ident) + ".json")
+    flagset = None
     if os.path.exists(cache):
         with open(cache, encoding="utf-8") as handle:
             flagset = json.load(handle)
+    if flagset is not None and flagset.get("found") is not False and flagset.get("format") != _vllm_flags.FORMAT:
+        flagset = None  # kept by an older dump, without what this one reads: the image is read again
+    if flagset is not None:
         if flagset.get("found") is False:
             module.exit_json(changed=False, found=False, cached=True, image_id=ident, source=source, reason=flagset["reason"])
         module.exit_json(changed=False, found=True, cached=True, image_id=ident, source=source, flagset=flagset)

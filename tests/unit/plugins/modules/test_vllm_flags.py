@@ -8,7 +8,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import _vllm_flags
 from ansible_collections.dgxspark.vllm.plugins.modules import vllm_flags
 
 ID = "sha256:" + "cd" * 32
-DUMP = _vllm_flags.MARK + json.dumps({"version": "0.32.0", "flags": ["max-model-len"], "json_keys": {}})
+DUMP = _vllm_flags.MARK + json.dumps({"version": "0.32.0", "flags": ["max-model-len"], "json_keys": {},
+                                      "values": {}, "json_values": {}, "format": _vllm_flags.FORMAT})
 
 
 @pytest.fixture
@@ -102,4 +103,15 @@ def test_the_cache_follows_the_image_id_not_its_name(run_module, cli, tmp_path):
     assert not moved["cached"] and moved["image_id"] == state["id"]
     alias = run_module(vllm_flags.main, {"image": "other:tag", "cache_dir": str(tmp_path)})
     assert alias["cached"] and alias["flagset"]["image_id"] == state["id"]
+    assert len([c for c in calls if "run" in c]) == 2
+
+
+def test_a_flag_set_kept_by_an_older_dump_is_read_again(run_module, cli, tmp_path):
+    calls, _ = cli
+    args = {"image": "img:latest", "cache_dir": str(tmp_path)}
+    first = run_module(vllm_flags.main, args)
+    cache = next(tmp_path.iterdir())
+    cache.write_text(json.dumps({k: v for k, v in first["flagset"].items() if k not in ("values", "format")}))
+    again = run_module(vllm_flags.main, args)
+    assert not again["cached"] and again["flagset"]["format"] == _vllm_flags.FORMAT
     assert len([c for c in calls if "run" in c]) == 2
