@@ -14,9 +14,9 @@ description:
     value) against a flag set read from vLLM's own argument parser (module M(dgxspark.vllm.vllm_flags),
     or a list shipped with the collection), including the keys of the JSON flags vLLM validates
     (C(speculative-config), C(compilation-config), C(attention-config)).
-  - Checks each value too where the flag set says what vLLM refuses (C(values), C(json_values)): a value the
-    parser cannot convert (a whole number, a number), one outside its choices, one outside the bounds the
-    config class declares.
+  - Checks each value too where the flag set says what vLLM refuses (C(values), C(json_values)), namely a value
+    the parser cannot convert (to a whole number or a number), one outside its choices, and one outside the
+    bounds the config class declares.
   - Returns one entry per problem with its C(message) (the flag, where it came from, the closest real
     flag or choice for a typo) and C(fatal).
 options:

@@ -152,9 +152,9 @@ def value_problem(value, spec, version="?"):
         except ValueError:
             return ("is %r, and vLLM %s takes %s there." % (text, version, "a whole number" if kind == "int" else "a number"),
                     "type")
-    failed = number is not None and [key for key, _, holds in _BOUNDS if key in spec and not holds(number, spec[key])]
+    failed = number is not None and [key for key, _sign, holds in _BOUNDS if key in spec and not holds(number, spec[key])]
     if failed:
-        declared = " and ".join("%s %s" % (sign, spec[key]) for key, sign, _ in _BOUNDS if key in spec)
+        declared = " and ".join("%s %s" % (sign, spec[key]) for key, sign, _holds in _BOUNDS if key in spec)
         return ("is %s, and vLLM %s declares %s for it (%s), checked as the engine starts." % (
             text, version, declared, spec.get("config", "its config")), "range")
     return None
@@ -166,8 +166,8 @@ def problems(args, flagset, strict=True, overrides=None, recipe="the recipe", bu
 
     Each problem: message, fatal. With strict (the image's own flag set) every unknown flag, JSON key or
     choice is fatal; otherwise (a shipped list of another release) only those with a close known match,
-    which are typos, are fatal and the rest warnings. A value of the wrong type or out of range is fatal either way. With build (the recipe's pin) and the image's own flag set,
-    a vLLM that is not that build is a warning too.
+    which are typos, are fatal and the rest warnings. A value of the wrong type or out of range is fatal either way.
+    With build (the recipe's pin) and the image's own flag set, a vLLM that is not that build is a warning too.
     """
     overrides = overrides or {}
     known = set(flagset.get("flags") or [])
