@@ -38,3 +38,32 @@ def test_the_container_cli_is_one_type_everywhere():
             if k.endswith("_container_cli")}
     assert len(clis) >= 6, clis
     assert all(v == ["docker"] for v in clis.values()), clis
+
+
+def _includes(node, found):
+    """(role, entry point) of every include_role / import_role in a parsed task file or playbook."""
+    if isinstance(node, dict):
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+            if isinstance(node.get(key), dict):
+                ref = node[key]
+                found.append((str(ref.get("name", "")).split(".")[-1], str(ref.get("tasks_from") or "main").removesuffix(".yml")))
+        for value in node.values():
+            _includes(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _includes(value, found)
+    return found
+
+
+def test_every_role_reached_from_outside_is_reached_through_a_declared_entry_point():
+    """A task file another role or a playbook includes is an interface: it is declared in the role's
+    meta/argument_specs.yml (so its inputs are documented and checked), not reached by its path."""
+    root = ROLES[0].parent.parent
+    files = [p for role in ROLES for p in (role / "tasks").glob("*.yml")] + list((root / "playbooks").glob("*.yml"))
+    undeclared = set()
+    for path in files:
+        for role, entry in _includes(yaml.safe_load(path.read_text()), []):
+            declared = _load(root / "roles" / role / "meta" / "argument_specs.yml").get("argument_specs", {})
+            if entry not in declared:
+                undeclared.add(f"{path.relative_to(root)} -> {role}:{entry}")
+    assert not undeclared, sorted(undeclared)

@@ -151,8 +151,8 @@ def test_a_desktop_on_the_head_is_cleared_by_the_headless_phase_before_the_engin
 
 
 def soak(tmp_path, minutes, windows):
-    return sc.playbook("playbooks/soak.yml", "-e", f"soak_results_dir={tmp_path}", "-e", f"soak_minutes={minutes}",
-                       "-e", "soak_concurrency=2", "-e", f"soak_windows={windows}")
+    return sc.playbook("playbooks/soak.yml", "-e", f"bench_results_dir={tmp_path}", "-e", f"bench_soak_minutes={minutes}",
+                       "-e", "bench_soak_concurrency=2", "-e", f"bench_soak_windows={windows}")
 
 
 def test_a_short_soak_of_long_prompts_and_decodes_passes_with_its_figures(tmp_path):
