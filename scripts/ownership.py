@@ -20,13 +20,15 @@ FIELDS = ("included_from_outside", "public_reads_elsewhere", "private_reads_else
 
 
 def tree(rev):
-    """path -> text of the YAML and templates under roles/ and playbooks/ (and site.yml) at rev, or the working tree."""
+    """path -> text of the YAML and templates of the roles and playbooks (and site.yml) at rev, or the working tree."""
     if rev:
         names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev], capture_output=True, text=True, check=True).stdout.split()
     else:
         names = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], capture_output=True, text=True,
                                check=True).stdout.split()
-    wanted = [n for n in names if (n.startswith(("roles/", "playbooks/")) and n.endswith((".yml", ".j2"))) or n == "site.yml"]
+    # What runs: a role's tasks, handlers, defaults, vars and templates, and the playbooks (meta/ is documentation).
+    wanted = [n for n in names if (n.startswith(("roles/", "playbooks/")) and n.endswith((".yml", ".j2")) and "/meta/" not in n)
+              or n == "site.yml"]
     out = {}
     for name in wanted:
         if rev:
