@@ -67,3 +67,20 @@ def test_every_role_reached_from_outside_is_reached_through_a_declared_entry_poi
             if entry not in declared:
                 undeclared.add(f"{path.relative_to(root)} -> {role}:{entry}")
     assert not undeclared, sorted(undeclared)
+
+
+def test_no_role_or_playbook_reads_or_sets_another_roles_private_variables():
+    """A role's _ROLE_* variables are its own: what crosses a role's border is a prefixed public variable, an
+    entry point's declared input, or a fact it documents publishing (CONTRIBUTING: roles and their borders)."""
+    import re
+    root = ROLES[0].parent.parent
+    files = [p for p in root.glob("roles/*/**/*") if p.suffix in (".yml", ".j2") and "meta" not in p.parts]
+    files += list((root / "playbooks").glob("*.yml")) + [root / "site.yml"]
+    crossing = set()
+    for path in files:
+        text = path.read_text()
+        here = path.relative_to(root).parts[1] if path.relative_to(root).parts[0] == "roles" else None
+        for role in (r.name for r in ROLES if r.name != here):
+            for name in re.findall(r"(?<![\w.])_%s_[a-z0-9_]+" % role, text):
+                crossing.add(f"{path.relative_to(root)}: {name}")
+    assert not crossing, sorted(crossing)
