@@ -279,6 +279,9 @@ CASES = {
                       r"role ray_cluster: argument 'ray_cluster_num_cpus' is of type str and we were unable to convert to int"),
     "socket_interface": (["-e", json.dumps({"ray_cluster_env": {"GLOO_SOCKET_IFNAME": "enp9s0"}})], {}, {},
                          r"GLOO_SOCKET_IFNAME=enp9s0 names no interface of this node .* It comes from ray_cluster_env"),
+    # Preflight alone (as before a maintenance window) checks every role's variables, bench's and diagnose's too.
+    "preflight_alone_checks_every_role": (["--tags", "preflight", "-e", "bench_runs=oops"], {}, {},
+                                          r"role bench: argument 'bench_runs' is of type str and we were unable to convert to int"),
     # Rules across variables, and values in their registries' syntax.
     "port_clash": (["-e", "serve_api_port=29501"], {}, {},
                    r"each used once, but they are \{\"serve_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
