@@ -8,7 +8,8 @@
 # Scenarios run side by side, each on its own sim cluster: MOLECULE_JOBS of them (from the
 # machine's cores and memory unless set); one that runs past MOLECULE_TIMEOUT seconds is ended.
 # Results: a summary table at the end, JUnit XML in .cache/junit/, each scenario's log in
-# .cache/molecule-logs/ and its nodes' journals (saved before the nodes go) in .cache/node-logs/.
+# .cache/molecule-logs/, its nodes' journals (saved before the nodes go) in .cache/node-logs/ and every
+# playbook run its tests made, whole, in .cache/playbook-runs/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
@@ -69,7 +70,7 @@ clean_start() {
   python3 sim/simctl.py prune || return 1
   local sc
   for sc in $(scenarios); do rm -rf ~/.ansible/tmp/molecule.*."$sc"; done  # molecule's state of earlier runs
-  rm -rf .cache/molecule-logs .cache/node-logs
+  rm -rf .cache/molecule-logs .cache/node-logs .cache/playbook-runs
   local store disk mem
   store=$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)
   mkdir -p "$store"

@@ -155,8 +155,22 @@ def wait_health(head, url, timeout, want=200):
 def playbook(*args, timeout=900):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(PROJECT / ".collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
-    return subprocess.run(["ansible-playbook", "-i", INVENTORY, *args], cwd=PROJECT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    started = time.monotonic()
+    res = subprocess.run(["ansible-playbook", "-i", INVENTORY, *args], cwd=PROJECT, env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    keep_run(args, res, time.monotonic() - started)
+    return res
+
+
+def keep_run(args, res, seconds):
+    """Every run a test makes is kept whole (.cache/playbook-runs/SCENARIO/NN-TEST.log, its task timer's slowest
+    tasks at the end): what a passing test spent its minutes on, and a failing one's full output."""
+    folder = PROJECT / ".cache" / "playbook-runs" / os.environ.get("MOLECULE_SCENARIO_NAME", "none")
+    folder.mkdir(parents=True, exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "none").split("::")[-1].split(" ")[0]
+    number = len(list(folder.glob("*.log"))) + 1
+    (folder / f"{number:02d}-{test[:90]}.log").write_text(
+        f"# ansible-playbook {shlex.join(args)}\n# exit {res.returncode} after {seconds:.0f} s\n{res.stdout}")
 
 
 def container_cmd(host, container):
