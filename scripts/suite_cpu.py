@@ -11,6 +11,7 @@ share this machine's cores).
 import argparse
 import collections
 import os
+import signal
 import subprocess
 import time
 
@@ -52,31 +53,13 @@ def names():
     return dict(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, required=True, help="how long to sample")
-    parser.add_argument("--every", type=float, default=20, help="seconds between samples")
-    args = parser.parse_args()
-    by_name, known = collections.Counter(), {}
-    last_total, last = total_ns(), containers_ns()  # what ran before the sampling started is not counted
-    end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
-        time.sleep(args.every)
-        known.update(names())
-        now_total, now = total_ns(), containers_ns()
-        used = 0
-        for cid, ns in now.items():
-            delta = ns - last.get(cid, 0)
-            by_name[known.get(cid, cid[:12])] += delta
-            used += delta
-        by_name["(this machine, outside the nodes)"] += now_total - last_total - used
-        last_total, last = now_total, now
+def report(by_name, seconds):
     total = sum(by_name.values()) or 1
     groups = collections.Counter()
     for name, ns in by_name.items():
         groups["head nodes" if name.endswith("-spark-head") else
                "worker nodes" if "-spark-worker" in name else name] += ns
-    print("CPU seconds over %.0f s of sampling (measured; %.0f s of CPU in all)" % (args.seconds, total / 1e9))
+    print("CPU seconds over %.0f s of sampling (measured; %.0f s of CPU in all)" % (seconds, total / 1e9))
     for name, ns in groups.most_common():
         print("  %-36s %8.0f s  %5.1f %%" % (name, ns / 1e9, 100 * ns / total))
     scenarios = collections.Counter()
@@ -86,6 +69,38 @@ def main():
     print("by scenario (its nodes):")
     for name, ns in scenarios.most_common():
         print("  %-36s %8.0f s  %5.1f %%" % (name, ns / 1e9, 100 * ns / total))
+
+
+def _interrupted(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, required=True, help="how long to sample")
+    parser.add_argument("--every", type=float, default=20, help="seconds between samples")
+    args = parser.parse_args()
+    by_name, known = collections.Counter(), {}
+    last_total, last = total_ns(), containers_ns()  # what ran before the sampling started is not counted
+    end = time.monotonic() + args.seconds
+    # Stopped early (Ctrl-C, kill), it prints what it sampled so far.
+    signal.signal(signal.SIGTERM, _interrupted)
+    started = time.monotonic()
+    try:
+        while time.monotonic() < end:
+            time.sleep(args.every)
+            known.update(names())
+            now_total, now = total_ns(), containers_ns()
+            used = 0
+            for cid, ns in now.items():
+                delta = ns - last.get(cid, 0)
+                by_name[known.get(cid, cid[:12])] += delta
+                used += delta
+            by_name["(this machine, outside the nodes)"] += now_total - last_total - used
+            last_total, last = now_total, now
+    except KeyboardInterrupt:
+        pass
+    report(by_name, time.monotonic() - started)
 
 
 if __name__ == "__main__":
