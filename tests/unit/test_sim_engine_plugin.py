@@ -115,4 +115,3 @@ def test_rays_own_processes_are_counted_and_the_engines_are_not(tmp_path):
     gib, count = faults.ray_own_gib(str(tmp_path))
     assert count == 7
     assert abs(gib - (88 + 45 + 26 + 69 + 64 + 50 + 100) / 1024) < 1e-9
-
