@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Parsers for what a node says about its GPU, its RoCE ports and its memory."""
+"""Parsers for what a node says about its GPU, its RoCE ports, its memory and its host stack."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -65,3 +66,30 @@ def free_bytes(path):
         measured = os.path.dirname(measured)
     stat = os.statvfs(measured)
     return {"measured": measured, "free_bytes": stat.f_bavail * stat.f_frsize, "device": os.stat(measured).st_dev}
+
+
+def kho_state(cmdline):
+    """Kexec HandOver as the kernel command line leaves it: "off" when it says kho=off, else "on" (the default of
+    the kernels that have it)."""
+    return "off" if re.search(r"(^|\s)kho=(off|0|n)(\s|$)", cmdline or "") else "on"
+
+
+def toolkit_mode(config_toml, daemon_json):
+    """How the NVIDIA container toolkit hands the GPU to containers: "cdi" when its runtime's mode is cdi or Docker's
+    cdi feature is on, else the runtime's mode ("legacy", "auto"; "auto" when the file does not set one); None when
+    neither file was read."""
+    if config_toml is None and daemon_json is None:
+        return None
+    try:
+        features = (json.loads(daemon_json or "{}") or {}).get("features") or {}
+    except ValueError:
+        features = {}
+    m = re.search(r'^\s*mode\s*=\s*"([^"]*)"', config_toml or "", re.M)
+    mode = m.group(1) if m else "auto"
+    return "cdi" if mode == "cdi" or features.get("cdi") is True else mode
+
+
+def rail_pcie_width(widths):
+    """The narrowest PCIe link width (as text) among the RoCE devices' functions; None when none was read."""
+    read = [int(w) for w in widths if str(w).strip().isdigit()]
+    return str(min(read)) if read else None

@@ -30,6 +30,16 @@ options:
     description: The C(ibdev2netdev) command.
     type: str
     default: ibdev2netdev
+  uname:
+    description: The C(uname) command (C(uname -r) gives the kernel release in RV(node_info.host_stack)).
+    type: str
+    default: uname
+    version_added: 0.3.0
+  sysfs:
+    description: Where sysfs is mounted (the RoCE devices' PCIe link widths are read under it).
+    type: path
+    default: /sys
+    version_added: 0.3.0
   check_sudo:
     description: Run C(sudo -n true) and report whether sudo works without a password.
     type: bool
@@ -141,6 +151,18 @@ node_info:
       description: For each of O(models), whether its completeness marker is in O(hf_cache).
       type: dict
       sample: {Sebesky/MiniMax-M3-W4A16-GPTQ: true}
+    host_stack:
+      description:
+        - What the known-bad table (roles/preflight/files/known_bad.yml) matches, each null when it could not be read.
+        - C(kernel) (C(uname -r)); C(kho) (C(off) when the kernel command line says C(kho=off), else C(on));
+          C(driver) (from C(nvidia-smi)); C(container_toolkit) (the nvidia-container-toolkit package's version) and
+          C(container_toolkit_mode) (C(cdi) when its runtime's mode is cdi or Docker's cdi feature is on, else the
+          runtime's mode); C(bios_version) and C(bios_date); C(rail_pcie_width) (the narrowest PCIe link width of the
+          functions behind the RoCE devices that are Up).
+      type: dict
+      sample: {kernel: 6.17.0-1032-nvidia, kho: "on", driver: "580.95.05", container_toolkit: 1.19.0-1,
+               container_toolkit_mode: legacy, bios_version: 5.36_0ACUM023, bios_date: 12/25/2025, rail_pcie_width: "4"}
+      version_added: 0.3.0
     errors:
       description: Commands or files that could not be read, with the reason.
       type: list
@@ -155,7 +177,8 @@ import pwd
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils._model_cache import MARKER as MODEL_MARKER
 from ansible_collections.dgxspark.vllm.plugins.module_utils._node_info import (
-    free_bytes, parse_gpu_query, parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi)
+    free_bytes, kho_state, parse_gpu_query, parse_ibdev2netdev, parse_ipv4, parse_meminfo, parse_nvidia_smi, rail_pcie_width,
+    toolkit_mode)
 
 NVIDIA_HOOK = "nvidia-container-runtime-hook"
 
@@ -186,6 +209,8 @@ def main():
             fabric_iface=dict(type="str", required=True),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             ibdev2netdev=dict(type="str", default="ibdev2netdev"),
+            uname=dict(type="str", default="uname"),
+            sysfs=dict(type="path", default="/sys"),
             check_sudo=dict(type="bool", default=False),
             container_cli=dict(type="list", elements="str", default=[]),
             image=dict(type="str", default=""),
@@ -213,6 +238,7 @@ def main():
             "gpus": [{"index": g["index"], "name": g["name"]} for g in gpus],
         }
     ports = _run(module, module.params["ibdev2netdev"], [], errors)
+    rdma = parse_ibdev2netdev(ports) if ports is not None else []
 
     sysfs = os.path.join("/sys/class/net", iface)
     fabric = {"name": iface, "exists": os.path.isdir(sysfs), "ipv4": [], "mtu": None, "operstate": None}
@@ -235,7 +261,7 @@ def main():
         "mem_total_bytes": meminfo.get("MemTotal"),
         "mem_available_bytes": meminfo.get("MemAvailable"),
         "gpu": gpu,
-        "rdma_ports": parse_ibdev2netdev(ports) if ports is not None else [],
+        "rdma_ports": rdma,
         "fabric": fabric,
         "sudo": _sudo(module) if p["check_sudo"] else None,
         "containers": containers,
@@ -243,8 +269,37 @@ def main():
         "disk": {name: dict(path=_home(path), **free_bytes(_home(path))) for name, path in disk_paths.items()},
         "models_complete": {m: os.path.isfile(os.path.join(hf_cache, "models--" + m.replace("/", "--"), MODEL_MARKER))
                             for m in p["models"]} if hf_cache else {},
+        "host_stack": _host_stack(module, gpu, rdma),
         "errors": errors,
     })
+
+
+def _host_stack(module, gpu, rdma):
+    """The releases the known-bad table matches; what cannot be read is null (the table calls it unknown)."""
+    kernel = None
+    uname = module.get_bin_path(module.params["uname"])
+    if uname:
+        rc, out, _err = module.run_command([uname, "-r"])
+        kernel = (out.strip() or None) if rc == 0 else None
+    toolkit = None
+    dpkg = module.get_bin_path("dpkg-query")
+    if dpkg:
+        rc, out, _err = module.run_command([dpkg, "-W", "-f=${Version}", "nvidia-container-toolkit"])
+        toolkit = (out.strip() or None) if rc == 0 else None
+    sysfs = module.params["sysfs"]
+    widths = [_read(os.path.join(sysfs, "class", "infiniband", p["device"], "device", "current_link_width"))
+              for p in rdma if p["state"] == "Up"]
+    return {
+        "kernel": kernel,
+        "kho": kho_state(_read("/proc/cmdline")),
+        "driver": (gpu or {}).get("driver_version"),
+        "container_toolkit": toolkit,
+        "container_toolkit_mode": toolkit_mode(_read("/etc/nvidia-container-runtime/config.toml"),
+                                               _read("/etc/docker/daemon.json")),
+        "bios_version": (_read(os.path.join(sysfs, "class", "dmi", "id", "bios_version")) or "").strip() or None,
+        "bios_date": (_read(os.path.join(sysfs, "class", "dmi", "id", "bios_date")) or "").strip() or None,
+        "rail_pcie_width": rail_pcie_width(w for w in widths if w is not None),
+    }
 
 
 def _home(path):

@@ -6,12 +6,13 @@ import yaml
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils._known_bad import (
     KnownBadError, check_table, evaluate, matches, numbers)
+from ansible_collections.dgxspark.vllm.plugins.module_utils._node_info import kho_state, toolkit_mode
 
 TABLE = yaml.safe_load((pathlib.Path(__file__).resolve().parents[4] / "roles" / "preflight" / "files"
                         / "known_bad.yml").read_text())
 # A healthy DGX OS node as the threads describe one (kernel 6.17.0-1032, legacy toolkit, the system NCCL).
 HEALTHY = {"kernel": "6.17.0-1032-nvidia", "kho": "on", "container_toolkit": "1.19.0", "container_toolkit_mode": "legacy",
-           "nccl_version": "2.30.7", "nccl_file": "/usr/lib/aarch64-linux-gnu/libnccl.so.2", "second_rail_pcie_width": "4"}
+           "nccl_version": "2.30.7", "nccl_file": "/usr/lib/aarch64-linux-gnu/libnccl.so.2", "rail_pcie_width": "4"}
 
 
 def hit_ids(facts, accepted=()):
@@ -59,7 +60,7 @@ def test_a_healthy_node_matches_no_row():
     ({"nccl_version": "2.28.9", "nccl_file": "/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2"},
      ["nccl-2.28.9-pip-wheel", "nccl-2.28.9-graph-replay"]),
     ({"nccl_version": "2.28.9", "nccl_file": "/usr/lib/aarch64-linux-gnu/libnccl.so.2"}, ["nccl-2.28.9-graph-replay"]),
-    ({"second_rail_pcie_width": "2"}, ["second-rail-pcie-x2"]),
+    ({"rail_pcie_width": "2"}, ["second-rail-pcie-x2"]),
 ])
 def test_each_row_matches_the_node_its_thread_describes(change, expected):
     assert hit_ids(dict(HEALTHY, **change)) == expected
@@ -97,3 +98,26 @@ def test_an_accepted_row_still_hits_marked_accepted():
 def test_a_bad_table_is_refused_naming_the_row(table, message):
     with pytest.raises(KnownBadError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_table(table)
+
+
+@pytest.mark.parametrize("cmdline,expected", [
+    ("BOOT_IMAGE=/vmlinuz-7.0.0-1019-nvidia root=UUID=x ro quiet splash", "on"),
+    ("BOOT_IMAGE=/vmlinuz ro kho=off quiet", "off"),
+    ("ro kho=on", "on"),
+    ("ro nokho=off", "on"),
+    (None, "on"),
+])
+def test_kexec_handover_from_the_kernel_command_line(cmdline, expected):
+    assert kho_state(cmdline) == expected
+
+
+@pytest.mark.parametrize("toml,daemon,expected", [
+    ('[nvidia-container-runtime]\nmode = "cdi"\n', None, "cdi"),
+    ('[nvidia-container-runtime]\nmode = "legacy"\n', '{"features": {"cdi": true}}', "cdi"),
+    ('[nvidia-container-runtime]\nmode = "legacy"\n', '{"runtimes": {}}', "legacy"),
+    ('[nvidia-container-runtime]\n#mode = "cdi"\n', "", "auto"),
+    (None, "not json", "auto"),
+    (None, None, None),
+])
+def test_the_toolkits_mode(toml, daemon, expected):
+    assert toolkit_mode(toml, daemon) == expected

@@ -117,3 +117,35 @@ def test_a_docker_without_the_nvidia_runtime_or_access(run_module, commands):
     containers = run_module(node_info.main, {"fabric_iface": "lo", "container_cli": ["docker"], "check_sudo": True})["node_info"]
     assert containers["containers"]["error"] == "docker: command not found"
     assert containers["sudo"] == {"ok": False, "error": "sudo: command not found"}
+
+
+def test_reads_the_host_stack_the_known_bad_table_matches(run_module, commands, tmp_path):
+    commands({
+        "nvidia-smi --query-gpu": (0, (FIXTURES / "nvidia-smi-h200-query-index-name-driver.csv").read_text(), ""),
+        "nvidia-smi": (0, (FIXTURES / "nvidia-smi-h200.txt").read_text(), ""),
+        "ibdev2netdev": (0, (FIXTURES / "ibdev2netdev-spark.txt").read_text(), ""),
+        "ip": (0, "", ""),
+        "uname -r": (0, "7.0.0-1019-nvidia\n", ""),
+        "dpkg-query -W -f=${Version} nvidia-container-toolkit": (0, "1.19.1-1", ""),
+    })
+    sysfs = tmp_path / "sys"
+    # The two Up twins; the second trained at x2. A Down device's width is not read.
+    for dev, width in (("rocep1s0f1", "4"), ("roceP2p1s0f1", "2"), ("rocep1s0f0", "1")):
+        (sysfs / "class" / "infiniband" / dev / "device").mkdir(parents=True)
+        (sysfs / "class" / "infiniband" / dev / "device" / "current_link_width").write_text(width + "\n")
+    (sysfs / "class" / "dmi" / "id").mkdir(parents=True)
+    (sysfs / "class" / "dmi" / "id" / "bios_version").write_text("5.36_0ACUM023\n")
+    stack = run_module(node_info.main, {"fabric_iface": "lo", "sysfs": str(sysfs)})["node_info"]["host_stack"]
+    assert stack["kernel"] == "7.0.0-1019-nvidia" and stack["container_toolkit"] == "1.19.1-1"
+    assert stack["driver"] == "580.159.04"  # the real H200 output in the fixture
+    assert stack["rail_pcie_width"] == "2"
+    assert stack["bios_version"] == "5.36_0ACUM023" and stack["bios_date"] is None
+    assert stack["kho"] in ("on", "off")
+
+
+def test_a_host_stack_it_cannot_read_is_null(run_module, commands, tmp_path):
+    commands({"nvidia-smi": (1, "", "NVIDIA-SMI has failed"), "ibdev2netdev": (0, "", ""), "ip": (0, "", "")})
+    stack = run_module(node_info.main, {"fabric_iface": "lo", "sysfs": str(tmp_path)})["node_info"]["host_stack"]
+    assert {k: v for k, v in stack.items() if k != "kho" and k != "container_toolkit_mode"} == {
+        "kernel": None, "driver": None, "container_toolkit": None, "bios_version": None, "bios_date": None,
+        "rail_pcie_width": None}
