@@ -51,10 +51,16 @@ WHEELS = "/opt/wheels"
 # A stand-in checkout of the community launcher on the head (recipes, mod folders, mod groups).
 LAUNCHER_CHECKOUT = "/home/spark/spark-vllm-docker"
 RDMA_DEVICE = "rocep1s0f1"
+# What a Spark's sysfs shows that this machine's does not (the node sees the host's): the RoCE device's PCIe link
+# width and the firmware release (NVIDIA's Founders Edition strings), in a tree the sim overlay points preflight at.
+SYSFS_STANDIN = "/etc/dgxspark-sim/sys"
+SYSFS_FILES = {f"class/infiniband/{RDMA_DEVICE}/device/current_link_width": "4",
+               "class/dmi/id/bios_version": "5.36_0ACUM023", "class/dmi/id/bios_date": "12/25/2025"}
 # Stand-ins installed on every node under the real command names.
 STANDINS = {
     "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
     "ibdev2netdev_standin.sh": "/usr/local/bin/ibdev2netdev",
+    "uname_standin.sh": "/usr/local/bin/uname",
     "hf_mirror_standin.py": "/usr/local/bin/hf-mirror-standin",
 }
 # The CUDA driver library's stand-in (C, built here with the machine's gcc), in a folder the dynamic loader
@@ -297,7 +303,10 @@ def start_node(cluster, node, image, archives, model, gpu_state):
         # The launcher checkout the user cloned on the head (the mods role reads its mods there).
         run(PODMAN + ["cp", str(SIM_DIR / "launcher-standin"), f"{c}:{LAUNCHER_CHECKOUT}"])
         node_exec(c, "chown", "-R", "spark:spark", LAUNCHER_CHECKOUT)
-    scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE}
+    for rel, value in SYSFS_FILES.items():
+        node_exec(c, "sh", "-c", f"mkdir -p {SYSFS_STANDIN}/{os.path.dirname(rel)} && echo {value} > {SYSFS_STANDIN}/{rel}")
+    scenario = {"gpu_state": gpu_state, "rdma_device": RDMA_DEVICE, "fabric_iface": FABRIC_IFACE,
+                "kernel": "6.17.0-1032-nvidia"}
     node_exec(c, "sh", "-c", f"cat > /etc/dgxspark-sim/scenario.json <<'EOF'\n{json.dumps(scenario)}\nEOF")
     pub = SSH_KEY.with_suffix(".pub").read_text()
     node_exec(c, "sh", "-c", f"echo '{pub.strip()}' > /home/spark/.ssh/authorized_keys && "
