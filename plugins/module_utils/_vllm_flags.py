@@ -9,12 +9,12 @@ import json
 import re
 
 # What DUMP_SCRIPT prints; a flag set kept from an older one is read again.
-FORMAT = 2
+FORMAT = 3
 
 # Runs inside the image with its own Python: vLLM's `serve` parser and the config classes whose JSON
 # flags vLLM validates key by key. The parser's module moved between releases; both places are tried.
 DUMP_SCRIPT = r"""
-import dataclasses, importlib, json
+import dataclasses, importlib, json, os
 import vllm
 try:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -83,8 +83,37 @@ for action in parser._actions:
         values[name] = spec
 json_values = {flag: {key: dict(by[name], config=name) for key, by in bounds.items() if name in by} for flag, name in JSON_FLAGS
                if flag in keys}
+def nccl():
+    # The NCCL the engine loads: torch's CUDA build links it, so after `import torch` the process maps the file
+    # (a link over pip's copy shows the file it points to); its version from torch. Else the NCCL wheel pip
+    # installed. None of it in a CPU build.
+    found = {"version": None, "file": None, "so_path_env": os.environ.get("VLLM_NCCL_SO_PATH") or None}
+    try:
+        import torch
+        version = torch.cuda.nccl.version()
+        found["version"] = ".".join(str(p) for p in version) if isinstance(version, tuple) else str(version)
+    except Exception:
+        pass
+    try:
+        with open("/proc/self/maps") as maps:
+            found["file"] = next((line.split()[-1] for line in maps if "/libnccl" in line), None)
+    except OSError:
+        pass
+    if found["version"] is None or found["file"] is None:
+        from importlib import metadata
+        for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12"):
+            try:
+                wheel = metadata.distribution(dist)
+            except metadata.PackageNotFoundError:
+                continue
+            libs = [f for f in wheel.files or () if "libnccl.so" in str(f)]
+            found["version"] = found["version"] or wheel.version
+            found["file"] = found["file"] or (os.path.realpath(str(wheel.locate_file(libs[0]))) if libs else None)
+            break
+    return found
 print("DGXSPARK-VLLM-FLAGS " + json.dumps({"version": vllm.__version__, "flags": flags, "json_keys": keys,
-                                           "values": values, "json_values": json_values, "format": %d}))
+                                           "values": values, "json_values": json_values, "nccl": nccl(),
+                                           "format": %d}))
 """ % FORMAT
 MARK = "DGXSPARK-VLLM-FLAGS "
 

@@ -90,3 +90,19 @@ def test_what_it_reads_refuses_what_vllm_would(tmp_path):
                                   "speculative-config": {"method": "x", "num_speculative_tokens": -1}}, flagset)
     assert [f["message"].split(" (from")[0] for f in found] == [
         "--max-num-seqs", "--gpu-memory-utilization", "--speculative-config key 'num_speculative_tokens'"]
+
+
+def test_no_nccl_in_a_cpu_build(tmp_path):
+    assert dump(tmp_path)["nccl"] == {"version": None, "file": None, "so_path_env": None}
+
+
+def test_the_nccl_wheel_pip_installed_is_named_with_its_file(tmp_path):
+    # torch's CUDA build would map the wheel's libnccl; without one here, the wheel's own record names it.
+    info = tmp_path / "nvidia_nccl_cu13-2.28.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.28.9\n")
+    (info / "RECORD").write_text("nvidia/nccl/lib/libnccl.so.2,,\n")
+    (tmp_path / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2").write_bytes(b"")
+    found = dump(tmp_path)["nccl"]
+    assert found["version"] == "2.28.9" and found["file"] == str(tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
