@@ -19,9 +19,17 @@ description:
   - Sends test traffic over the fabric and changes nothing, so it runs in check mode too.
 options:
   workers:
-    description: The workers to measure against, each with C(name) and C(address) (its fabric IPv4) and C(user).
+    description: The workers to measure against (their names in the messages).
     type: list
-    elements: dict
+    elements: str
+    required: true
+  addresses:
+    description: Each worker's fabric IPv4 address (name -> address); a worker not listed is reached at its name.
+    type: dict
+    default: {}
+  user:
+    description: The user the head logs in to the workers as.
+    type: str
     required: true
   devices:
     description: The RoCE devices to measure (each on both ends); the Up devices of the port as C(ibdev2netdev) shows them.
@@ -67,7 +75,9 @@ author:
 EXAMPLES = r"""
 - name: Measure the fabric to every worker
   dgxspark.vllm.fabric_probe:
-    workers: [{name: spark-worker-1, address: 10.0.0.2, user: spark}]
+    workers: [spark-worker-1]
+    addresses: {spark-worker-1: 10.0.0.2}
+    user: spark
     devices: [rocep1s0f1, roceP2p1s0f1]
   register: fabric
 """
@@ -172,7 +182,9 @@ def tcp(module, worker, port):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            workers=dict(type="list", elements="dict", required=True),
+            workers=dict(type="list", elements="str", required=True),
+            addresses=dict(type="dict", default={}),
+            user=dict(type="str", required=True),
             devices=dict(type="list", elements="str", required=True),
             ib_write_bw=dict(type="str", default="ib_write_bw"),
             seconds=dict(type="int", default=5),
@@ -190,7 +202,8 @@ def main():
         module.fail_json(msg="%s is not installed on this node: perftest's ib_write_bw measures the RoCE rails "
                              "(`sudo apt-get install perftest` on every node)." % p["ib_write_bw"])
     results = []
-    for worker in p["workers"]:
+    for name in p["workers"]:
+        worker = {"name": name, "address": p["addresses"].get(name, name), "user": p["user"]}
         for n, device in enumerate(p["devices"]):
             results.append(rdma(module, worker, device, p["port"] + n))
         results.append(tcp(module, worker, p["port"] + len(p["devices"])))

@@ -30,7 +30,7 @@ def fabric(tmp_path, monkeypatch):
 
 def probe(run_module, **args):
     return run_module(fabric_probe.main, dict({
-        "workers": [{"name": "spark-worker-1", "address": "127.0.0.1", "user": "spark"}],
+        "workers": ["spark-worker-1"], "addresses": {"spark-worker-1": "127.0.0.1"}, "user": "spark",
         "devices": ["rocep1s0f1", "roceP2p1s0f1"], "seconds": 1, "port": 28515, "head_name": "spark-head",
         "host_key_checking": "off"}, **args))
 
@@ -52,11 +52,11 @@ def test_a_degraded_rail_is_named_with_its_cause(run_module, fabric):
 
 
 def test_a_worker_that_does_not_answer_gives_no_figure(run_module, fabric):
-    res = probe(run_module, workers=[{"name": "spark-worker-1", "address": "192.0.2.1", "user": "spark"}],
+    res = probe(run_module, addresses={"spark-worker-1": "192.0.2.1"},
                 devices=["rocep1s0f1"], port=28600)
     assert not res["results"][0]["ok"] and "gave no figure" in res["results"][0]["message"]
 
 
 def test_without_perftest_it_says_what_to_install(run_module, monkeypatch):
-    res = run_module(fabric_probe.main, {"workers": [], "devices": [], "ib_write_bw": "no-such-ib-write-bw"})
+    res = run_module(fabric_probe.main, {"workers": [], "devices": [], "user": "spark", "ib_write_bw": "no-such-ib-write-bw"})
     assert res["failed"] and "apt-get install perftest" in res["msg"]
