@@ -61,6 +61,7 @@ STANDINS = {
     "nvidia_smi_standin.py": "/usr/local/bin/nvidia-smi",
     "ibdev2netdev_standin.sh": "/usr/local/bin/ibdev2netdev",
     "uname_standin.sh": "/usr/local/bin/uname",
+    "ib_write_bw_standin.py": "/usr/local/bin/ib_write_bw",
     "hf_mirror_standin.py": "/usr/local/bin/hf-mirror-standin",
 }
 # The CUDA driver library's stand-in (C, built here with the machine's gcc), in a folder the dynamic loader
