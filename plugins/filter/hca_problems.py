@@ -67,7 +67,6 @@ def hca_problems(value, ports):
         return []
     entries = [e.strip() for e in value.split(",") if e.strip()]
     up = [p["device"] for p in ports if p.get("state") == "Up"]
-    known = [p["device"] for p in ports]
     problems = []
     missing = [d for d in up if not any(_matches(e, d) for e in entries)]
     if missing:
