@@ -18,8 +18,8 @@ description:
     half the port (98 against 161 Gb/s with both, published). A device the list names that is not Up (the other
     port's, after cabling port 1 to port 2) leaves NCCL a device without a link.
   - C(NCCL_IB_HCA) is a comma-separated list of device names with an optional C(:port); NCCL matches them as prefixes,
-    or exactly after a leading C(=); a list that starts with C(^) excludes devices and is not checked. Empty: NCCL
-    picks for itself, not checked.
+    or exactly after a leading C(=); a list that starts with C(^) excludes devices and is not checked. An empty value (NCCL
+    picks for itself) is not checked.
 options:
   _input:
     description: The value of C(NCCL_IB_HCA).

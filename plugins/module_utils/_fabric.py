@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 # Defaults of the thresholds (the role's variables carry them, with these sources in its README).
 RAIL_MIN_GBPS = 80.0
@@ -86,3 +87,8 @@ def collective_verdict(op, busbw, minimum=BUSBW_MIN_GBYTES, hca_twins_listed=Tru
     return {"ok": False, "busbw": busbw, "minimum": minimum,
             "message": "%s from the serving image: %s GB/s of bus bandwidth, below %.0f. Likely %s."
                        % (op, "no figure" if busbw is None else "%.1f" % busbw, minimum, cause)}
+
+
+def start(argv):
+    """Start a command whose output is collected later (the worker's side of a measurement, over SSH): a Popen."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

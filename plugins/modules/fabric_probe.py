@@ -121,10 +121,9 @@ print(n)
 
 
 def remote(module, worker, command, seconds):
-    """Start a command on the worker over the collection's SSH contract; the Popen."""
-    argv = _ssh.from_params(module.params) + ["%s@%s" % (worker["user"], worker["address"]),
-                                               "timeout %d %s" % (seconds + 30, command)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Start a command on the worker over the collection's SSH contract, its output collected later."""
+    target = "%s@%s" % (worker["user"], worker["address"])
+    return _fabric.start(_ssh.from_params(module.params) + [target, "timeout %d %s" % (seconds + 30, command)])
 
 
 def rdma(module, worker, device, port):
@@ -132,16 +131,16 @@ def rdma(module, worker, device, port):
     args = "-d %s -p %d -F --report_gbits -D %d" % (shlex.quote(device), port, p["seconds"])
     server = remote(module, worker, "%s %s" % (shlex.quote(p["ib_write_bw"]), args), p["seconds"])
     time.sleep(1)  # the server binds its port
-    client = subprocess.run([p["ib_write_bw"]] + args.split() + [worker["address"]], capture_output=True, text=True,
-                            timeout=p["seconds"] + 60, check=False)
+    rc, out, err = module.run_command(["timeout", str(p["seconds"] + 60), p["ib_write_bw"]] + args.split()
+                                      + [worker["address"]])
     try:
         server.communicate(timeout=p["seconds"] + 40)
     except subprocess.TimeoutExpired:
         server.kill()
     pair = "%s -> %s" % (module.params["head_name"], worker["name"])
-    verdict = _fabric.rail_verdict(pair, device, _fabric.parse_ib_write_bw(client.stdout), p["rail_min_gbps"])
+    verdict = _fabric.rail_verdict(pair, device, _fabric.parse_ib_write_bw(out), p["rail_min_gbps"])
     if verdict["gbps"] is None:
-        verdict["message"] += " (%s)" % (client.stderr or client.stdout).strip()[-300:]
+        verdict["message"] += " (exit %d: %s)" % (rc, (err or out).strip()[-300:])
     return dict(verdict, kind="rdma")
 
 
