@@ -208,6 +208,17 @@ ADD_ADMIN = ("useradd --create-home --shell /bin/bash sparkadmin && install -d -
              "install -m 0600 -o sparkadmin /home/spark/.ssh/authorized_keys /home/sparkadmin/.ssh/authorized_keys")
 
 
+def scenario_set(key, value):
+    """A command that sets one key of a sim node's scenario file (what its stand-ins report)."""
+    return ("python3 -c \"import json, sys; p = '/etc/dgxspark-sim/scenario.json'; d = json.load(open(p)); "
+            f"d['{key}'] = json.loads(sys.argv[1]); json.dump(d, open(p, 'w'))\" '{json.dumps(value)}'")
+
+
+RAIL_WIDTH = "/etc/dgxspark-sim/sys/class/infiniband/rocep1s0f1/device/current_link_width"
+KNOWN_BAD_KERNEL = "7.0.0-1019-nvidia"
+SIM_KERNEL = "6.17.0-1032-nvidia"
+
+
 def overrides(**args):
     return ["-e", json.dumps({"serve_recipe_overrides": {"args": args}})]
 
@@ -260,6 +271,21 @@ CASES = {
                  r"spark-worker-1: rsync not found on the PATH of spark"),
     "disk_short": (["-e", "preflight_disk_margin_gib=100000"], {}, {},
                    r"spark-(head|worker-1): not enough disk: .* GiB with the margin under .* GiB are free"),
+    # Known-bad host releases (roles/preflight/files/known_bad.yml), before any image or model moves.
+    "known_bad_kernel": ([], {HEAD: scenario_set("kernel", KNOWN_BAD_KERNEL)}, {HEAD: scenario_set("kernel", SIM_KERNEL)},
+                         r"spark-head runs a known-bad release\. kernel 7\.0\.0-1019-nvidia, kho on: .* Fix: .*kho=off.*"
+                         r"preflight_known_bad_accept: \[kernel-7\.0\.0-1019-kho\]"),
+    "rail_pcie_x2": ([], {WORKER: f"echo 2 > {RAIL_WIDTH}"}, {WORKER: f"echo 4 > {RAIL_WIDTH}"},
+                     r"spark-worker-1 runs a known-bad release\. rail_pcie_width 2: .* Fix: "),
+    # NCCL_IB_HCA against the Up RoCE devices: one twin of a QSFP port left out, a device that is not Up.
+    "hca_twin_missing": (["-e", "ray_cluster_ib_hca=rocep1s0f1"],
+                         {WORKER: scenario_set("rdma_twin", ["roceP2p1s0f1", "enP2p1s0f1np1"])},
+                         {WORKER: scenario_set("rdma_twin", None)},
+                         r"spark-worker-1: NCCL_IB_HCA=rocep1s0f1 leaves out roceP2p1s0f1, Up on this node.* "
+                         r"It comes from ray_cluster_ib_hca\. Fix: list every device"),
+    "hca_not_up": (["-e", "ray_cluster_ib_hca=rocep1s0f1,rocep1s0f0"], {}, {},
+                   r"spark-(head|worker-1): NCCL_IB_HCA=rocep1s0f1,rocep1s0f0 names rocep1s0f0, not Up on this node "
+                   r"\(its RoCE devices: rocep1s0f1 \(Up\)\)"),
     # Variables of the roles after preflight, checked against their argument specs before any change.
     "backend_choice": (["-e", "serve_executor_backend=rya"], {}, {},
                        r"role serve: value of serve_executor_backend must be one of: ray, mp, got: rya"),
@@ -362,3 +388,16 @@ def test_after_node_trust_preflight_checks_the_login_strictly(desktop):
     login = out.split("the head logs in to each worker non-interactively (BatchMode)", 1)[1].split("TASK [", 1)[0]
     assert "ok: [spark-head] => (item=spark-worker-1)" in login, login
     assert "is not on spark-head yet" not in out
+
+
+def test_known_bad_release_accepted_runs_with_a_warning_naming_it():
+    """preflight_known_bad_accept takes the risk of one row: the run goes on and says which."""
+    sudo(HEAD, scenario_set("kernel", KNOWN_BAD_KERNEL))
+    try:
+        rc, out = playbook("--tags", "preflight", "-e", json.dumps({"preflight_known_bad_accept": ["kernel-7.0.0-1019-kho"]}))
+    finally:
+        sudo(HEAD, scenario_set("kernel", SIM_KERNEL))
+    assert rc == 0, out[-3000:]
+    assert re.search(r"WARNING: spark-head runs a known-bad release, its risk accepted by preflight_known_bad_accept\. "
+                     r"kernel-7\.0\.0-1019-kho: ", out), out[-3000:]
+    assert "WARNING: spark-worker-1 runs a known-bad release" not in out
