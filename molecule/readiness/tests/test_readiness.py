@@ -398,6 +398,6 @@ def test_known_bad_release_accepted_runs_with_a_warning_naming_it():
     finally:
         sudo(HEAD, scenario_set("kernel", SIM_KERNEL))
     assert rc == 0, out[-3000:]
-    assert re.search(r"WARNING: spark-head runs a known-bad release, its risk accepted by preflight_known_bad_accept\. "
+    assert re.search(r"WARNING: spark-head runs a known-bad release, its risk accepted by preflight_known_bad_accept\.\s+"
                      r"kernel-7\.0\.0-1019-kho: ", out), out[-3000:]
     assert "WARNING: spark-worker-1 runs a known-bad release" not in out
