@@ -11,7 +11,7 @@ import time
 import pytest
 import testinfra
 
-from serving_checks import record, sim_node  # noqa: E402  pylint: disable=wrong-import-position
+from serving_checks import flat, record, sim_node  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SCENARIO = pathlib.Path(__file__).resolve().parents[1]
@@ -401,3 +401,47 @@ def test_known_bad_release_accepted_runs_with_a_warning_naming_it():
     assert re.search(r"WARNING: spark-head runs a known-bad release, its risk accepted by preflight_known_bad_accept\.\s+"
                      r"kernel-7\.0\.0-1019-kho: ", out), out[-3000:]
     assert "WARNING: spark-worker-1 runs a known-bad release" not in out
+
+
+def site(*args):
+    """Run the shipped site.yml against the scenario's inventory; return rc and output."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / "site.yml"), *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return res.returncode, res.stdout + res.stderr
+
+
+def test_fabric_phase_records_its_figures_and_a_rerun_reads_them():
+    """The fabric phase measures each rail and TCP (the sim's figures are modelled), records them on the head, and
+    a converged re-run reads the record instead of measuring, changing nothing."""
+    rc, out = site("--tags", "fabric", "-e", "fabric_remeasure=true")
+    assert rc == 0, out[-3000:]
+    assert "spark-head -> spark-worker-1, rocep1s0f1: 95.0 Gb/s of RDMA writes (at least 80)." in out, out[-3000:]
+    record = json.loads(sudo(HEAD, "cat /var/lib/dgxspark-vllm/fabric.json"))
+    assert record["figures"] == "modelled"
+    assert [(r["kind"], r["device"], r["ok"]) for r in record["results"]] == [("rdma", "rocep1s0f1", True), ("tcp", "tcp", True)]
+    rc, out = site("--tags", "fabric")
+    assert rc == 0, out[-3000:]
+    assert "Measured before, for the same workers, devices and thresholds" in flat(out), out[-3000:]
+    assert set(recap_changed(out).values()) == {0}, out[-3000:]
+
+
+def test_degraded_link_stops_site_before_the_image_moves():
+    """A rail at a tenth of its rate (the degraded ConnectX-7 initialization) stops site.yml at the fabric phase,
+    naming the pair, the device, the figure, the threshold and the cause, before the image phase starts."""
+    sudo(HEAD, scenario_set("rdma_gbps", 13))
+    try:
+        started = time.monotonic()
+        rc, out = site("-e", "fabric_remeasure=true")
+        seconds = time.monotonic() - started
+    finally:
+        sudo(HEAD, scenario_set("rdma_gbps", 95))
+    assert rc != 0, out[-3000:]
+    errors = re.findall(r"^\[ERROR\]: Task failed: Action failed: (.*)$", out, re.M)
+    assert errors and re.search(r"spark-head -> spark-worker-1, rocep1s0f1: 13\.0 Gb/s of RDMA writes, below 80\. "
+                                r"Likely the degraded initialization .* Fix: power-cycle both nodes", errors[0]), out[-3000:]
+    record("degraded_link", "fabric", seconds, sum(recap_changed(out).values()), errors[0])
+    assert "PLAY [Serving image" not in out, out[-3000:]
+    # A failed record is not proof: the next run measures again (and passes, the rail back at 95).
+    rc, out = site("--tags", "fabric")
+    assert rc == 0 and "95.0 Gb/s of RDMA writes" in out, out[-3000:]
