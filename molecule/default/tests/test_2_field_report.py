@@ -123,6 +123,10 @@ def test_a_wedged_head_fails_the_bench_with_the_ratio_and_is_named(tmp_path):
     assert 0.4 < ratio < 0.7, report  # the field report: 20 of 36.3 tok/s
     assert f"decode_tok_s {report['comparison']['decode_tok_s']['measured']} is {ratio} of the expected" in out
     assert "wedged" in out and HEAD in out and "power-cycle" in out.lower(), out[-4000:]
+    # The fabric phase's record beside the figures: healthy, so the table points at the GPUs, not the link.
+    assert report["fabric"]["figures"] == "modelled" and all(r["ok"] for r in report["fabric"]["results"]), report
+    table = sc.flat(next(tmp_path.glob("*.md")).read_text())
+    assert "the fabric record is healthy, so look at the GPUs (gpu_health)" in table, table
 
 
 def test_a_healthy_pair_meets_the_field_reports_figure(tmp_path):

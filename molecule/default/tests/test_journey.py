@@ -63,6 +63,10 @@ def test_diagnose_collects_one_report_from_every_node(tmp_path):
         assert node in text
     assert text.count("present: eagle_prepare_next") == 2, "both nodes' Triton caches have the serving kernels"
     assert "Active: 2 nodes" in text or text.count("node_") >= 2, "ray status lists both nodes"
+    # The fabric measured again (the sim's rail figures are modelled) and the host stack matched against the table.
+    assert "spark-head -> spark-worker-1, rocep1s0f1: 95.0 Gb/s of RDMA writes" in text, text
+    assert '"figures": "modelled"' in text
+    assert text.count("none of the table's releases on this node") == 2, text
 
 
 def test_the_mp_backend_serves_across_the_nodes_too():

@@ -445,3 +445,24 @@ def test_degraded_link_stops_site_before_the_image_moves():
     # A failed record is not proof: the next run measures again (and passes, the rail back at 95).
     rc, out = site("--tags", "fabric")
     assert rc == 0 and "95.0 Gb/s of RDMA writes" in flat(out), out[-3000:]
+
+
+def test_diagnose_lists_a_known_bad_release_without_failing(tmp_path):
+    """diagnose.yml matches every node's releases against the table and reports a hit as a finding (never fatal)."""
+    sudo(HEAD, scenario_set("kernel", KNOWN_BAD_KERNEL))
+    try:
+        env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+        res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / "diagnose.yml"),
+                              "-e", f"diagnose_report_dir={tmp_path}"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        sudo(HEAD, scenario_set("kernel", SIM_KERNEL))
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    report = json.loads(next(tmp_path.glob("diagnose-*.json")).read_text())
+    assert any(f.startswith("spark-head: known-bad release kernel-7.0.0-1019-kho: Turn Kexec HandOver off")
+               for f in report["findings"]), report["findings"]
+    sections = {n: {s["name"]: s for s in d["sections"]} for n, d in report["nodes"].items()}
+    assert sections[HEAD]["Known-bad releases (the known-bad table)"]["rc"] == 1
+    assert sections[WORKER]["Known-bad releases (the known-bad table)"]["output"] == "none of the table's releases on this node"
+

@@ -100,6 +100,26 @@ def test_a_new_image_whose_engine_dies_is_rolled_back_and_named():
     assert head.service("dgxspark-vllm").is_running and sc.node(WORKER).service("dgxspark-ray").is_running
 
 
+def test_a_new_image_whose_engine_loads_pips_nccl_2_28_9_is_refused_before_the_switch():
+    """The known-bad table against the NCCL the new image's engine would load, read with its flags: nothing
+    switches, the deployment that serves keeps serving."""
+    good = {n: running(n) for n in NODES}
+    recorded = {n: state(n) for n in NODES}
+    res = upgrade("nccl-pip", "nccl-pip")
+    assert res.returncode != 0, res.stdout[-6000:]
+    out = sc.flat(res.stdout)
+    errors = re.findall(r"Task failed: Action failed: (the new image sha256:[0-9a-f]+ runs a known-bad release\. .*?)"
+                        r"(?: Origin:|$)", out)
+    assert errors, out[-6000:]
+    assert "nccl_version 2.28.9" in errors[0] and "preflight_known_bad_accept: [nccl-2.28.9-pip-wheel]" in errors[0], errors
+    assert "vllm-project/vllm/issues/42354" in errors[0]
+    assert "PLAY [Upgrade | switch" not in res.stdout and "rolled back" not in out
+    for name in NODES:
+        assert running(name) == good[name], name
+        assert state(name) == recorded[name], name
+    assert sc.api(sc.node(HEAD), URL + "/v1/models")[0] == 200
+
+
 def test_a_third_deployment_prunes_the_one_that_falls_out_and_keeps_the_previous():
     before = {n: state(n) for n in NODES}
     res = upgrade("next", "third", "--diff")
