@@ -70,13 +70,16 @@ def bus_bandwidth(op, size_bytes, seconds, ranks):
     return algbw * factor
 
 
-def collective_verdict(op, busbw, minimum=BUSBW_MIN_GBYTES, hca_twins_listed=True):
+def collective_verdict(op, busbw, minimum=BUSBW_MIN_GBYTES, hca_twins_listed=True, backend="nccl"):
     """Whether the engine's path across the nodes carries what a healthy pair does, and the likely cause when not."""
     if busbw is not None and busbw >= minimum:
         return {"ok": True, "busbw": busbw, "minimum": minimum,
                 "message": "%s from the serving image: %.1f GB/s of bus bandwidth (at least %.0f)." % (op, busbw, minimum)}
     if busbw is None:
         cause = "the collective did not complete (see its output)"
+    elif backend == "gloo":
+        cause = ("the socket path gloo takes (GLOO_SOCKET_IFNAME's interface, its MTU) or the CPUs that copy the bytes: "
+                 "gloo does not use RoCE")
     elif not hca_twins_listed:
         cause = "NCCL_IB_HCA lists one twin of the port: list both Up RoCE devices"
     elif busbw < 5:

@@ -83,6 +83,15 @@ for action in parser._actions:
         values[name] = spec
 json_values = {flag: {key: dict(by[name], config=name) for key, by in bounds.items() if name in by} for flag, name in JSON_FLAGS
                if flag in keys}
+print("DGXSPARK-VLLM-FLAGS " + json.dumps({"version": vllm.__version__, "flags": flags, "json_keys": keys,
+                                           "values": values, "json_values": json_values, "nccl": nccl(),
+                                           "format": %d}))
+""" % FORMAT
+MARK = "DGXSPARK-VLLM-FLAGS "
+
+# The NCCL the image's engine would load, read by the dump and alone where the image's vLLM cannot be read (a build
+# whose parser moved, a stand-in): which NCCL is a fact of the image's torch and wheels, not of vLLM's parser.
+NCCL_FUNC = r"""
 def nccl():
     # The NCCL the engine loads: torch's CUDA build links it, so after `import torch` the process maps the file
     # (a link over pip's copy shows the file it points to); its version from torch. Else the NCCL wheel pip
@@ -111,11 +120,18 @@ def nccl():
             found["file"] = found["file"] or (os.path.realpath(str(wheel.locate_file(libs[0]))) if libs else None)
             break
     return found
-print("DGXSPARK-VLLM-FLAGS " + json.dumps({"version": vllm.__version__, "flags": flags, "json_keys": keys,
-                                           "values": values, "json_values": json_values, "nccl": nccl(),
-                                           "format": %d}))
-""" % FORMAT
-MARK = "DGXSPARK-VLLM-FLAGS "
+"""
+NCCL_MARK = "DGXSPARK-NCCL "
+NCCL_SCRIPT = "import json, os\n" + NCCL_FUNC + "print(%r + json.dumps(nccl()))\n" % NCCL_MARK
+DUMP_SCRIPT = DUMP_SCRIPT.replace("\nprint(\"DGXSPARK-VLLM-FLAGS \"", NCCL_FUNC + "print(\"DGXSPARK-VLLM-FLAGS \"", 1)
+
+
+def parse_nccl(stdout):
+    """What NCCL_SCRIPT printed (version, file, so_path_env), or None."""
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith(NCCL_MARK):
+            return json.loads(line[len(NCCL_MARK):])
+    return None
 
 
 def parse_dump(stdout):

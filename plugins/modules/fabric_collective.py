@@ -182,13 +182,13 @@ def parse(output):
     return json.loads(line[len(MARK):]) if line else None
 
 
-def verdicts(results, world_size, minimum):
+def verdicts(results, world_size, minimum, backend="nccl"):
     largest = max((r["bytes"] for r in results), default=0)
     out = []
     for r in results:
         if r["bytes"] != largest:
             continue
-        v = _fabric.collective_verdict(r["op"], r["busbw_gbytes"], minimum) if minimum > 0 else {
+        v = _fabric.collective_verdict(r["op"], r["busbw_gbytes"], minimum, backend=backend) if minimum > 0 else {
             "ok": True, "busbw": r["busbw_gbytes"], "minimum": 0,
             "message": "%s from the serving image: %.2f GB/s of bus bandwidth (recorded, not judged)." % (r["op"], r["busbw_gbytes"])}
         out.append(dict(v, op=r["op"], bytes=r["bytes"], ranks=world_size))
@@ -232,7 +232,7 @@ def main():
     results = [dict(r, busbw_gbytes=round(_fabric.bus_bandwidth(r["op"], r["bytes"], r["seconds"], p["world_size"]) or 0, 3))
                for r in report["results"]]
     module.exit_json(changed=False, results=results, nccl=report["nccl"], backend=p["backend"],
-                     verdicts=verdicts(results, p["world_size"], p["min_busbw_gbytes"]) if p["rank"] == 0 else [])
+                     verdicts=verdicts(results, p["world_size"], p["min_busbw_gbytes"], p["backend"]) if p["rank"] == 0 else [])
 
 
 if __name__ == "__main__":

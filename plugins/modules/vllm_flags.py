@@ -102,6 +102,13 @@ reason:
   description: Why the flag set could not be read.
   returned: when not found
   type: str
+nccl:
+  description:
+    - The NCCL the image's engine would load (C(version), C(file), C(so_path_env)), read alone when the image's vLLM
+      could not be read (when found, it is in RV(flagset)); nulls where none was found.
+  returned: when not found and an image was read
+  type: dict
+  sample: {version: 2.28.9, file: /usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2, so_path_env: null}
 """
 
 import json
@@ -155,21 +162,26 @@ def main():
             flagset = json.load(handle)
     if flagset is not None and flagset.get("found") is not False and flagset.get("format") != _vllm_flags.FORMAT:
         flagset = None  # kept by an older dump, without what this one reads: the image is read again
+    if flagset is not None and flagset.get("found") is False and "nccl" not in flagset:
+        flagset = None  # an unreadable vLLM kept before its image's NCCL was read as well
     if flagset is not None:
         if flagset.get("found") is False:
-            module.exit_json(changed=False, found=False, cached=True, image_id=ident, source=source, reason=flagset["reason"])
+            module.exit_json(changed=False, found=False, cached=True, image_id=ident, source=source, reason=flagset["reason"],
+                             nccl=flagset["nccl"])
         module.exit_json(changed=False, found=True, cached=True, image_id=ident, source=source, flagset=flagset)
     # The bare hex ID: Docker and podman both take it (podman not always with the sha256: prefix).
-    argv = p["container_cli"] + ["run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1],
-                                 "-c", _vllm_flags.DUMP_SCRIPT]
-    rc, out, err = module.run_command(["timeout", str(p["timeout"])] + argv)
+    argv = p["container_cli"] + ["run", "--rm", "--network", "none", "--entrypoint", "python3", ident.split(":", 1)[-1], "-c"]
+    rc, out, err = module.run_command(["timeout", str(p["timeout"])] + argv + [_vllm_flags.DUMP_SCRIPT])
     flagset = _vllm_flags.parse_dump(out) if rc == 0 else None
     if flagset is None:
         tail = (err or out).strip().splitlines()[-3:]
         reason = "the vLLM in image %s could not be read (rc %s): %s" % (ident[:19], rc, " | ".join(tail))
+        # Which NCCL the image's engine would load does not need vLLM's parser: read it alone.
+        nrc, nout, _nerr = module.run_command(["timeout", str(p["timeout"])] + argv + [_vllm_flags.NCCL_SCRIPT])
+        nccl = (_vllm_flags.parse_nccl(nout) if nrc == 0 else None) or {"version": None, "file": None, "so_path_env": None}
         if NO_VLLM.search(err or out):
-            write_cache(module, cache, {"found": False, "reason": reason})
-        module.exit_json(changed=False, found=False, cached=False, image_id=ident, source=source, reason=reason)
+            write_cache(module, cache, {"found": False, "reason": reason, "nccl": nccl})
+        module.exit_json(changed=False, found=False, cached=False, image_id=ident, source=source, reason=reason, nccl=nccl)
     flagset["image_id"] = ident
     write_cache(module, cache, flagset)
     module.exit_json(changed=False, found=True, cached=False, image_id=ident, source=source, flagset=flagset)

@@ -106,3 +106,18 @@ def test_the_nccl_wheel_pip_installed_is_named_with_its_file(tmp_path):
     (tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2").write_bytes(b"")
     found = dump(tmp_path)["nccl"]
     assert found["version"] == "2.28.9" and found["file"] == str(tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+
+
+def test_the_nccl_is_read_alone_where_vllm_is_not_there(tmp_path):
+    # The same wheel as above, in a folder with no vLLM: NCCL_SCRIPT, which vllm_flags runs when the dump fails.
+    info = tmp_path / "nvidia_nccl_cu13-2.28.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu13\nVersion: 2.28.9\n")
+    (info / "RECORD").write_text("nvidia/nccl/lib/libnccl.so.2,,\n")
+    (tmp_path / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2").write_bytes(b"")
+    run = subprocess.run([sys.executable, "-c", _vllm_flags.NCCL_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    found = _vllm_flags.parse_nccl(run.stdout)
+    assert found["version"] == "2.28.9" and found["file"] == str(tmp_path / "nvidia" / "nccl" / "lib" / "libnccl.so.2")

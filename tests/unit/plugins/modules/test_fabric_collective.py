@@ -85,3 +85,9 @@ def test_a_failed_run_says_which_rank_and_why(run_module, docker):
 
 def test_the_script_is_valid_python():
     compile(fabric_collective.SCRIPT, "collective", "exec")
+
+
+def test_over_gloo_the_cause_is_the_socket_path_not_roce(run_module, docker):
+    res = run(run_module, docker, healthy(0.5), backend="gloo")
+    low = [v for v in res["verdicts"] if not v["ok"]]
+    assert low and "gloo does not use RoCE" in low[0]["message"] and "NCCL_IB_HCA" not in low[0]["message"]

@@ -15,12 +15,14 @@ DUMP = _vllm_flags.MARK + json.dumps({"version": "0.32.0", "flags": ["max-model-
 @pytest.fixture
 def cli(monkeypatch):
     calls = []
-    state = {"present": True, "dump": DUMP, "id": ID}
+    state = {"present": True, "dump": DUMP, "id": ID, "nccl": None}
 
     def run_command(self, args, **kwargs):
         calls.append(args)
         if "inspect" in args:
             return (0, state["id"] + "\n", "") if state["present"] else (1, "", "Error: No such image")
+        if "run" in args and _vllm_flags.NCCL_SCRIPT in args:
+            return (0, _vllm_flags.NCCL_MARK + json.dumps(state["nccl"]) + "\n", "") if state["nccl"] else (1, "", "no")
         if "run" in args:
             return (0, "W warning\n" + state["dump"] + "\n", "") if state["dump"] else (1, "", "python3: not found")
         raise AssertionError(args)
@@ -64,7 +66,9 @@ def test_an_image_without_vllm_is_read_once_and_a_failed_start_is_tried_again(ru
     first, again = run_module(vllm_flags.main, args), run_module(vllm_flags.main, args)
     assert not first["found"] and not first["cached"]
     assert not again["found"] and again["cached"] and again["reason"] == first["reason"]
-    assert len([c for c in calls if "run" in c]) == 1
+    # The dump, then the NCCL read alone; the cache answers the second time.
+    assert len([c for c in calls if "run" in c]) == 2
+    assert again["nccl"] == first["nccl"] == {"version": None, "file": None, "so_path_env": None}
     # A container that did not start says nothing about the image: not kept.
     real = basic.AnsibleModule.run_command
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, a, **kw: (
@@ -114,4 +118,24 @@ def test_a_flag_set_kept_by_an_older_dump_is_read_again(run_module, cli, tmp_pat
     cache.write_text(json.dumps({k: v for k, v in first["flagset"].items() if k not in ("values", "format")}))
     again = run_module(vllm_flags.main, args)
     assert not again["cached"] and again["flagset"]["format"] == _vllm_flags.FORMAT
+    assert len([c for c in calls if "run" in c]) == 2
+
+
+def test_an_image_whose_vllm_cannot_be_read_still_has_its_nccl_read(run_module, cli, tmp_path):
+    """Which NCCL the engine would load is a fact of the image's torch and wheels, not of vLLM's parser."""
+    _, state = cli
+    pip = {"version": "2.28.9", "file": "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+           "so_path_env": None}
+    state.update(dump="", nccl=pip)
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)})
+    assert not out["found"] and out["nccl"] == pip
+    assert run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)})["nccl"] == pip
+
+
+def test_a_kept_unreadable_vllm_without_its_nccl_is_read_again(run_module, cli, tmp_path):
+    calls, state = cli
+    state.update(dump="", nccl={"version": "2.30.4", "file": None, "so_path_env": None})
+    (tmp_path / (ID.replace(":", "_") + ".json")).write_text(json.dumps({"found": False, "reason": "old"}))
+    out = run_module(vllm_flags.main, {"image": "img", "cache_dir": str(tmp_path)})
+    assert out["nccl"]["version"] == "2.30.4" and not out["cached"]
     assert len([c for c in calls if "run" in c]) == 2
