@@ -1,6 +1,7 @@
-"""The engine's own path (the fabric role's collective) on the pair the real engine serves: measured from the
-engine's image with the engine containers' settings before Ray and the engine start, recorded with what it proves,
-and a figure below its threshold stops site.yml before Ray or the engine change."""
+"""The engine's own path (the fabric role's collective) on the pair the real engine serves (this scenario: the
+stand-in engine's image has no torch): measured from the engine's image with the engine containers' settings before
+Ray and the engine start, recorded with what it proves, and a figure below its threshold stops site.yml before Ray or
+the engine change."""
 import json
 import re
 
