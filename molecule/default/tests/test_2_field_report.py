@@ -98,9 +98,15 @@ def test_without_the_sync_the_cross_node_replay_deadlocks_as_the_field_report_sa
         assert "ranks desynchronised" in log, log[-3000:]
         assert "Give every node the same Triton cache before serving" in log, log[-3000:]
     finally:
-        # The later tests need the engine back, whatever this one found.
-        back = sc.wait_health(head, URL, 600)
-    assert back is not None, "the engine did not come back after the deadlock"
+        # The later tests need a working engine, whatever this one found. A /health of 200 is not one: the hung
+        # engine answers it until its ranks give up, and the engine systemd starts next finds the worker's cache as
+        # cold as this one did. So the countermeasure goes back (the head's kernels on the worker), then a fresh
+        # engine, proven by a request.
+        synced = sc.playbook("site.yml", "--tags", "triton_cache")
+        restart_engine(head)
+        status, text = sc.api(head, URL + "/v1/chat/completions", KEY, CHAT, timeout=120)
+    assert synced.returncode == 0, synced.stdout[-3000:]
+    assert status == 200, "the engine did not serve again after the deadlock: " + text
 
 
 def set_gpu(name, state):
