@@ -1,11 +1,12 @@
 """Every role keeps its documented interface in step with its defaults."""
 import pathlib
+import re
 
 import pytest
 import yaml
 
 ROLES = sorted(p for p in (pathlib.Path(__file__).resolve().parents[2] / "roles").iterdir()
-               if (p / "tasks").is_dir())
+               if (p / "tasks").is_dir() or (p / "defaults").is_dir())
 
 
 def _load(path):
@@ -33,11 +34,34 @@ def test_public_variables_carry_the_role_prefix(role):
 
 
 def test_the_container_cli_is_one_type_everywhere():
-    """Every role takes its container CLI as a list of words ([docker], [sudo, docker]), never as a string."""
+    """Every role takes its container CLI from the shared one, a list of words ([docker], [sudo, docker])."""
     clis = {k: v for role in ROLES for k, v in (_load(role / "defaults" / "main.yml") or {}).items()
             if k.endswith("_container_cli")}
+    assert clis.pop("common_container_cli") == ["docker"]
     assert len(clis) >= 6, clis
-    assert all(v == ["docker"] for v in clis.values()), clis
+    assert all(v == "{{ common_container_cli }}" for v in clis.values()), clis
+
+
+# The values every role shares, written out: outside the common role they would be copies that drift apart (a
+# role that falls back to 8000 while the API moved). Paths under /etc, /usr/local/lib and /run name one role's own
+# files; template file names are not values.
+SHARED_LITERALS = re.compile(r"""(?x)
+    ['"\s:\[(]dgxspark-(vllm|ray|watchdog)(?![\w./-])   # a unit or container name
+    | vllm-node-minimax-m3-b12x:                          # the serving image's reference
+    | /var/lib/dgxspark-vllm                              # the state directory
+    | default\((8000|'0\.0\.0\.0'|"0\.0\.0\.0")\)      # a fallback for the API's port or address
+""")
+
+
+def test_no_role_or_playbook_copies_a_shared_value():
+    root = ROLES[0].parent.parent
+    files = [p for role in ROLES if role.name != "common" for sub in ("defaults", "tasks", "vars", "templates", "handlers")
+             for p in (role / sub).rglob("*") if p.is_file() and p.suffix in (".yml", ".j2")]
+    files += list((root / "playbooks").glob("*.yml"))
+    copies = [f"{p.relative_to(root)}:{n}: {line.strip()}" for p in files
+              for n, line in enumerate(p.read_text().splitlines(), 1)
+              if SHARED_LITERALS.search(line) and not line.lstrip().startswith("#")]
+    assert not copies, "shared values copied outside roles/common (point at common_* instead):\n" + "\n".join(copies)
 
 
 def _includes(node, found):

@@ -55,14 +55,15 @@ def test_the_filter_gives_the_modules_own_command_line():
     assert node_ssh("~/k")["key"] == "~/k"  # ssh expands the tilde itself
 
 
-def test_every_role_defaults_its_key_to_node_trusts_public_pair():
+def test_every_role_defaults_its_key_to_the_shared_pair():
+    """node_trust makes the key and known_hosts at the shared paths; every other role reads them there."""
     import yaml  # pylint: disable=import-outside-toplevel
     roles = {}
     for defaults in sorted((ROOT / "roles").glob("*/defaults/main.yml")):
         data = yaml.safe_load(defaults.read_text()) or {}
         roles.update({k: v for k, v in data.items() if re.search(r"ssh_key|key_path|known_hosts", k)})
-    assert roles.pop("node_trust_key_path") == "" and roles.pop("node_trust_known_hosts_path") == ""
+    assert roles.pop("common_ssh_key") == "" and roles.pop("common_known_hosts") == ""
     assert roles, "no role takes a key"
     for name, value in roles.items():
-        want = "node_trust_known_hosts_path" if "known_hosts" in name else "node_trust_key_path"
-        assert value == "{{ %s | default('') }}" % want, name
+        want = "common_known_hosts" if "known_hosts" in name else "common_ssh_key"
+        assert value == "{{ %s }}" % want, name

@@ -70,7 +70,7 @@ def test_diagnose_collects_one_report_from_every_node(tmp_path):
 
 
 def test_the_mp_backend_serves_across_the_nodes_too():
-    res = playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_executor_backend=mp")
+    res = playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "common_executor_backend=mp")
     assert res.returncode == 0, res.stdout[-6000:]
     head = testinfra.get_host("ansible://spark-head", ansible_inventory=INVENTORY)
     worker = testinfra.get_host("ansible://spark-worker-1", ansible_inventory=INVENTORY)

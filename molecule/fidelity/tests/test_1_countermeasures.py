@@ -68,7 +68,7 @@ def test_the_published_utilization_under_ray_is_stopped_in_preflight_before_any_
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
     assert "gpu-memory-utilization 0.93 wants 113.172 GiB free on each node at engine start" in out, out[-3000:]
-    assert "that Ray's daemons hold on a node" in out and "or serve_executor_backend: mp" in out, out[-3000:]
+    assert "that Ray's daemons hold on a node" in out and "or common_executor_backend: mp" in out, out[-3000:]
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
 

@@ -287,8 +287,8 @@ CASES = {
                    r"spark-(head|worker-1): NCCL_IB_HCA=rocep1s0f1,rocep1s0f0 names rocep1s0f0, not Up on this node "
                    r"\(its RoCE devices: rocep1s0f1 \(Up\)\)"),
     # Variables of the roles after preflight, checked against their argument specs before any change.
-    "backend_choice": (["-e", "serve_executor_backend=rya"], {}, {},
-                       r"role serve: value of serve_executor_backend must be one of: ray, mp, got: rya"),
+    "backend_choice": (["-e", "common_executor_backend=rya"], {}, {},
+                       r"role common: value of common_executor_backend must be one of: ray, mp, got: rya"),
     "image_source_choice": (["-e", "image_source=fetch"], {}, {},
                             r"role image: value of image_source must be one of: pull, build, load, got: fetch"),
     "triton_mode_choice": (["-e", "triton_cache_mode=sync"], {}, {},
@@ -297,8 +297,8 @@ CASES = {
                              r"role validate: value of validate_mode must be one of: content, transport, got: full"),
     "models_source_choice": (["-e", "models_source=ftp"], {}, {},
                              r"role models: value of models_source must be one of: hub, local, got: ftp"),
-    "port_type": (["-e", "serve_api_port=http"], {}, {},
-                  r"role serve: argument 'serve_api_port' is of type str and we were unable to convert to int"),
+    "port_type": (["-e", "common_api_port=http"], {}, {},
+                  r"role common: argument 'common_api_port' is of type str and we were unable to convert to int"),
     "watch_window": (["-e", "gpu_watch_wedge_seconds=5"], {}, {},
                      r"gpu_watch needs an interval of at least 1 s and windows of at least two samples: interval=10, wedge=5 s"),
     "ray_cpus_type": (["-e", "ray_cluster_num_cpus=two"], {}, {},
@@ -309,10 +309,14 @@ CASES = {
     "preflight_alone_checks_every_role": (["--tags", "preflight", "-e", "bench_runs=oops"], {}, {},
                                           r"role bench: argument 'bench_runs' is of type str and we were unable to convert to int"),
     # Rules across variables, and values in their registries' syntax.
-    "port_clash": (["-e", "serve_api_port=29501"], {}, {},
-                   r"each used once, but they are \{\"serve_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
-    "api_host_syntax": (["-e", "serve_api_host=10.231.8.10:8000"], {}, {},
-                        r"serve_api_host = '10\.231\.8\.10:8000' is not an address the API can bind to"),
+    "port_clash": (["-e", "common_api_port=29501"], {}, {},
+                   r"each used once, but they are \{\"common_api_port\": \"?29501\"?, \"ray_cluster_port\": 29501\}"),
+    "api_host_syntax": (["-e", "common_api_host=10.231.8.10:8000"], {}, {},
+                        r"common_api_host = '10\.231\.8\.10:8000' is not an address the API can bind to"),
+    # A role's own copy of a shared value, set apart from it: the engine would bind one port and be probed on another.
+    "own_copy_of_a_shared_value": (["-e", "serve_api_port=9000"], {}, {},
+                                   r"spark-(head|worker-1): serve_api_port = \"?9000\"? differs from common_api_port = 8000, "
+                                   r"which the other roles read .* Set common_api_port instead"),
     "recipe_params_own_format": (["-e", json.dumps({"serve_recipe_params": {"util": 0.9}})], {}, {},
                                  r"serve_recipe_params \(util\) fill in the parameters of a launcher recipe file, but "
                                  r"minimax-m3-vision is in the collection's own format"),

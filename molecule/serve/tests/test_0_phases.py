@@ -33,7 +33,7 @@ def test_each_phase_alone_runs_and_changes_nothing_on_a_converged_pair(phase):
     if phase == "serve":
         # The finish line: the endpoint at the address clients use, a first request, and no key in the log.
         finish = sc.flat(res.stdout[res.stdout.index("Finish line"):])
-        host = next(hv for hv in HOSTS.values() if hv["group"] == "spark_head")["serve_api_host"]
+        host = next(hv for hv in HOSTS.values() if hv["group"] == "spark_head")["common_api_host"]
         assert f"Endpoint: http://{host}:8000/v1 (OpenAI API), models: minimax-m3" in finish, finish
         assert f"curl http://{host}:8000/v1/chat/completions" in finish and "$API_KEY" in finish, finish
         key = next(iter(HOSTS.values()))["serve_api_key"]

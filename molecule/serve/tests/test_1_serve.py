@@ -8,7 +8,7 @@ HOSTS = sc.inventory()
 HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
 HV = HOSTS[HEAD]
 KEY = HV["serve_api_key"]
-URL = f"http://{HV['serve_api_host']}:8000"
+URL = f"http://{HV['common_api_host']}:8000"
 
 
 @pytest.mark.parametrize("name", sorted(HOSTS))
@@ -36,7 +36,7 @@ def test_engine_command_line_follows_the_recipe():
     argv = sc.engine_argv(sc.node(HEAD))
     sc.assert_argv_follows_recipe(argv, sc.recipe("minimax-m3-vision"))
     assert sc.flag_value(argv, "distributed-executor-backend") == "ray"
-    assert sc.flag_value(argv, "host") == HV["serve_api_host"]
+    assert sc.flag_value(argv, "host") == HV["common_api_host"]
     assert "--api-key" not in argv and KEY not in " ".join(argv)
 
 
@@ -87,7 +87,7 @@ def test_metrics_are_exported_and_count_the_requests_served():
 
 
 def test_listeners_stay_on_the_configured_addresses():
-    """The API only on serve_api_host; nothing else on the management address; Ray's own
+    """The API only on common_api_host; nothing else on the management address; Ray's own
     gRPC ports are the wildcard listeners Ray offers no bind option for (see the role README)."""
     for name, hv in HOSTS.items():
         host = sc.node(name)
@@ -99,7 +99,7 @@ def test_listeners_stay_on_the_configured_addresses():
             if "sshd" in proc:
                 continue
             if port == "8000":
-                assert name == HEAD and addr == hv["serve_api_host"], line
+                assert name == HEAD and addr == hv["common_api_host"], line
             elif addr == hv["ansible_host"]:
                 pytest.fail(f"{name}: listens on the management address: {line}")
             else:

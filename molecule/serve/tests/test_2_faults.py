@@ -11,7 +11,7 @@ HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
 WORKER = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_workers")
 HV = HOSTS[HEAD]
 KEY = HV["serve_api_key"]
-URL = f"http://{HV['serve_api_host']}:8000"
+URL = f"http://{HV['common_api_host']}:8000"
 CLUSTER = "serve"
 # Bound for the recovery, not a measurement: Ray notices a dead node in ~15 s, the engine
 # unit restarts after RestartSec, Ray and the engine come back.
@@ -125,7 +125,7 @@ def test_a_worker_that_cannot_join_is_named_with_its_log():
 
 def test_mp_backend_reaches_a_healthy_endpoint():
     # The mp run replaces Ray altogether (and repairs what the tests before left broken).
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "serve_executor_backend=mp")
+    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve", "-e", "common_executor_backend=mp")
     assert res.returncode == 0, res.stdout[-6000:]
     head, worker = sc.node(HEAD), sc.node(WORKER)
     for host in (head, worker):

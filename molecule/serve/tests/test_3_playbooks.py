@@ -6,7 +6,7 @@ import serving_checks as sc
 HOSTS = sc.inventory()
 HEAD = next(n for n, hv in HOSTS.items() if hv["group"] == "spark_head")
 HV = HOSTS[HEAD]
-URL = f"http://{HV['serve_api_host']}:8000"
+URL = f"http://{HV['common_api_host']}:8000"
 
 
 def test_restart_playbook_restarts_in_order():
