@@ -318,7 +318,7 @@ CASES = {
     # A role's own copy of a shared value, set apart from it: the engine would bind one port and be probed on another.
     "own_copy_of_a_shared_value": (["-e", "serve_api_port=9000"], {}, {},
                                    r"spark-(head|worker-1): serve_api_port = \"?9000\"? differs from common_api_port = 8000, "
-                                   r"which the other roles read .* Set common_api_port instead"),
+                                   r"which the other roles read; .* Set common_api_port instead"),
     "recipe_params_own_format": (["-e", json.dumps({"serve_recipe_params": {"util": 0.9}})], {}, {},
                                  r"serve_recipe_params \(util\) fill in the parameters of a launcher recipe file, but "
                                  r"minimax-m3-vision is in the collection's own format"),
