@@ -131,13 +131,19 @@ def rdma(module, worker, device, port):
     args = "-d %s -p %d -F --report_gbits -D %d" % (shlex.quote(device), port, p["seconds"])
     server = remote(module, worker, "%s %s" % (shlex.quote(p["ib_write_bw"]), args), p["seconds"])
     time.sleep(1)  # the server binds its port
+    pair = "%s -> %s" % (module.params["head_name"], worker["name"])
+    if server.poll() is not None:
+        # The worker's side ended at once (SSH could not reach it, no ib_write_bw there): no client to wait out.
+        _out, err = server.communicate()
+        verdict = _fabric.rail_verdict(pair, device, None, p["rail_min_gbps"])
+        verdict["message"] += " (the worker's side ended, exit %d: %s)" % (server.returncode, err.strip()[-300:])
+        return dict(verdict, kind="rdma")
     rc, out, err = module.run_command(["timeout", str(p["seconds"] + 60), p["ib_write_bw"]] + args.split()
                                       + [worker["address"]])
     try:
         server.communicate(timeout=p["seconds"] + 40)
     except subprocess.TimeoutExpired:
         server.kill()
-    pair = "%s -> %s" % (module.params["head_name"], worker["name"])
     verdict = _fabric.rail_verdict(pair, device, _fabric.parse_ib_write_bw(out), p["rail_min_gbps"])
     if verdict["gbps"] is None:
         verdict["message"] += " (exit %d: %s)" % (rc, (err or out).strip()[-300:])
@@ -152,6 +158,8 @@ def tcp(module, worker, port):
     chunk = b"\0" * (1 << 20)
     conn = None
     for _attempt in range(20):  # the sink binds its port
+        if sink.poll() is not None:  # the sink's side ended (SSH could not reach the worker): nothing will listen
+            break
         try:
             conn = socket.create_connection((worker["address"], port), timeout=10)
             break
