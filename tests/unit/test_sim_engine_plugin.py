@@ -56,7 +56,7 @@ def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeyp
     model = tmp_path / "models--org--tiny" / "snapshots" / "abc"
     model.mkdir(parents=True)
     weights = model / "model.safetensors"
-    weights.write_bytes(b"\1" * (4 << 20))
+    weights.write_bytes(_safetensors(4 << 20))
     (model / "tokenizer.json").write_bytes(b"{}")  # read at every start, before the memory check: not counted
     monkeypatch.setenv("HF_HOME", str(tmp_path.parent))
     (tmp_path.parent / "hub").mkdir(exist_ok=True)
@@ -75,6 +75,32 @@ def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeyp
     assert share < 0.1, share
     monkeypatch.delenv("DGXSPARK_SIM_RECIPE_MEMORY")
     assert faults.page_cache_gib(str(model)) == (0.0, 0.0)
+
+
+def _safetensors(data_bytes):
+    """A safetensors file's bytes: the 8-byte header length, the JSON header, then tensor data."""
+    header = b'{"w": {"dtype": "U8", "shape": [%d], "data_offsets": [0, %d]}}' % (data_bytes, data_bytes)
+    return len(header).to_bytes(8, "little") + header + b"\1" * data_bytes
+
+
+def test_a_header_read_holds_no_modelled_page_cache(tmp_path, monkeypatch):
+    # vLLM reads every safetensors header at start, after the unit's page-cache drop. On a GB10 that caches a few
+    # KiB of 96.5 GiB; counted as a share of the tiny model's file, it was 1.3 GiB, and the restart was refused.
+    faults = _faults()
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(_safetensors(4 << 20))
+    monkeypatch.setenv("DGXSPARK_SIM_RECIPE_MEMORY", '{"weights_gib": 96.5}')
+    fd = os.open(weights, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead: only the header's pages are read
+        size = int.from_bytes(os.pread(fd, 8, 0), "little")
+        os.pread(fd, size, 8)
+    finally:
+        os.close(fd)
+    assert faults.resident_share([str(weights)]) == 0.0
+    assert faults.page_cache_gib(str(tmp_path)) == (0.0, 0.0)
 
 
 def _faults():
