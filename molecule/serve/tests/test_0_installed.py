@@ -1,6 +1,7 @@
 """The built collection as a user installs it: `ansible-galaxy collection build` and `install` into a folder of
 the user's own, then `ansible-playbook dgxspark.vllm.site` from another folder with a copy of the inventory and no
-ansible.cfg of the project's: on the pair the scenario converged, it runs through and changes nothing."""
+ansible.cfg of the project's: on the pair the scenario converged, it runs through, changes nothing and restarts
+neither Ray nor the engine. It is the suite's one converged second run of the whole site.yml."""
 import os
 import pathlib
 import shutil
@@ -16,6 +17,12 @@ def run(argv, cwd, env, timeout):
     res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert res.returncode == 0, f"{' '.join(argv)}:\n{(res.stdout + res.stderr)[-4000:]}"
     return res.stdout
+
+
+def main_pids():
+    """The main process of Ray's and the engine's units on every node: a restart changes it."""
+    return {(name, unit): sc.node(name).service(unit).systemd_properties["MainPID"]
+            for name in HOSTS for unit in ("dgxspark-ray", "dgxspark-vllm")}
 
 
 def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp_path):
@@ -36,7 +43,9 @@ def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp
     user = tmp_path / "user"
     shutil.copytree(sc.INVENTORY, user / "inventory", symlinks=False)
     env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
+    before = main_pids()
     out = run([str(bindir / "ansible-playbook"), "-i", "inventory", "dgxspark.vllm.site"], cwd=user, env=env, timeout=1500)
     changed = {name: sc.changed_count(out, name) for name in HOSTS}
     assert not any(changed.values()), f"the installed collection changed {changed} on the converged pair:\n{out[-4000:]}"
+    assert main_pids() == before, "a converged run restarted Ray or the engine"
     assert "Finish line" in out and "Endpoint: http://" in sc.flat(out)

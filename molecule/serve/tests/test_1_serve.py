@@ -108,18 +108,6 @@ def test_listeners_stay_on_the_configured_addresses():
                     assert any(p in proc for p in ("gcs_server", "raylet", "ray::", "python3")), line
 
 
-def test_second_run_changes_and_restarts_nothing():
-    def pids():
-        return {(name, unit): sc.node(name).service(unit).systemd_properties["MainPID"]
-                for name in HOSTS for unit in ("dgxspark-ray", "dgxspark-vllm")}
-    before = pids()
-    res = sc.playbook("site.yml", "--tags", "ray_cluster,serve")
-    assert res.returncode == 0, res.stdout[-6000:]
-    recap = [line for line in res.stdout.splitlines() if line.startswith("spark-") and "changed=" in line]
-    assert len(recap) == len(HOSTS) and all("changed=0" in line for line in recap), recap
-    assert pids() == before
-
-
 def test_a_converged_run_reads_the_engines_flags_once():
     """Preflight checks the flags against the running Ray container; with that container not restarted,
     serve does not read them again (the converged fast path), and nothing changes."""
