@@ -1,7 +1,8 @@
 """The built collection as a user installs it: `ansible-galaxy collection build` and `install` into a folder of
 the user's own, then `ansible-playbook dgxspark.vllm.site` from another folder with a copy of the inventory and no
 ansible.cfg of the project's: on the pair the scenario converged, it runs through, changes nothing and restarts
-neither Ray nor the engine. It is the suite's one converged second run of the whole site.yml."""
+neither Ray nor the engine. It is the suite's one converged second run of the whole site.yml: with the Ray container
+not restarted, the engine's flags are read once (preflight's check), not again by serve (the converged fast path)."""
 import os
 import pathlib
 import shutil
@@ -23,6 +24,18 @@ def main_pids():
     """The main process of Ray's and the engine's units on every node: a restart changes it."""
     return {(name, unit): sc.node(name).service(unit).systemd_properties["MainPID"]
             for name in HOSTS for unit in ("dgxspark-ray", "dgxspark-vllm")}
+
+
+def tasks_that_ran(out, name):
+    """The banners of tasks named `name` that ran on some host (a user's default output shows skipped ones too)."""
+    ran, current = [], None
+    for line in out.splitlines():
+        if line.startswith(("TASK [", "PLAY [", "RUNNING HANDLER [")):
+            current = line if line.startswith("TASK [") and name in line else None
+        elif current and line.startswith(("ok:", "changed:")):
+            ran.append(current)
+            current = None
+    return ran
 
 
 def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp_path):
@@ -48,4 +61,7 @@ def test_the_installed_collection_runs_the_site_playbook_from_a_users_folder(tmp
     changed = {name: sc.changed_count(out, name) for name in HOSTS}
     assert not any(changed.values()), f"the installed collection changed {changed} on the converged pair:\n{out[-4000:]}"
     assert main_pids() == before, "a converged run restarted Ray or the engine"
+    reads = tasks_that_ran(out, "read the flags of the image")
+    assert len(reads) == 1, reads
+    assert tasks_that_ran(out, "check every vLLM flag against the image's vLLM on the head"), out[-4000:]
     assert "Finish line" in out and "Endpoint: http://" in sc.flat(out)

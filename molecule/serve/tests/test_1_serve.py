@@ -106,15 +106,3 @@ def test_listeners_stay_on_the_configured_addresses():
                 assert addr in (hv["spark_fabric_ip"], "127.0.0.1", "*", "0.0.0.0", "[::]"), line
                 if addr in ("*", "0.0.0.0", "[::]"):
                     assert any(p in proc for p in ("gcs_server", "raylet", "ray::", "python3")), line
-
-
-def test_a_converged_run_reads_the_engines_flags_once():
-    """Preflight checks the flags against the running Ray container; with that container not restarted,
-    serve does not read them again (the converged fast path), and nothing changes."""
-    res = sc.playbook("site.yml", "--tags", "preflight,ray_cluster,serve")
-    assert res.returncode == 0, res.stdout[-6000:]
-    reads = [line for line in res.stdout.splitlines() if line.startswith("TASK [") and "read the flags of the image" in line]
-    assert len(reads) == 1, reads
-    assert "check every vLLM flag against the image's vLLM on the head" in res.stdout
-    recap = [line for line in res.stdout.splitlines() if line.startswith("spark-") and "changed=" in line]
-    assert all("changed=0" in line for line in recap), recap
