@@ -27,12 +27,13 @@ def main_pids():
 
 
 def tasks_that_ran(out, name):
-    """The banners of tasks named `name` that ran on some host (a user's default output shows skipped ones too)."""
+    """The banners of tasks named `name` that ran (or, an include, were included) on some host: a user's default
+    output shows the banners of skipped ones too."""
     ran, current = [], None
     for line in out.splitlines():
         if line.startswith(("TASK [", "PLAY [", "RUNNING HANDLER [")):
             current = line if line.startswith("TASK [") and name in line else None
-        elif current and line.startswith(("ok:", "changed:")):
+        elif current and line.startswith(("ok:", "changed:", "included:")):
             ran.append(current)
             current = None
     return ran
