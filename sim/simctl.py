@@ -217,7 +217,7 @@ def libcuda_standin():
 def recipe_models():
     """Every model and drafter the serve role's recipes name."""
     models = set()
-    for recipe in sorted((SIM_DIR.parent / "roles" / "serve" / "vars" / "recipes").glob("*.yml")):
+    for recipe in sorted((SIM_DIR.parent / "roles" / "recipe" / "files" / "recipes").glob("*.yml")):
         data = yaml.safe_load(recipe.read_text()) or {}
         models.update(m for m in (data.get("model"), data.get("draft_model")) if m)
     return sorted(models)

@@ -16,7 +16,7 @@ import yaml
 
 PROJECT = pathlib.Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", pathlib.Path(__file__).resolve().parents[2]))
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-RECIPES = PROJECT / "roles" / "serve" / "vars" / "recipes"
+RECIPES = PROJECT / "roles" / "recipe" / "files" / "recipes"
 RAY_NODES = (PROJECT / "roles" / "ray_cluster" / "files" / "ray_nodes.py").read_text()
 PIDFILE = "/tmp/dgxspark-vllm.pid"
 
@@ -209,15 +209,15 @@ def merged(base, change):
 
 
 def overrides_with(change):
-    """-e arguments that set serve_recipe_overrides to the sim's own with change merged in."""
-    return ["-e", json.dumps({"serve_recipe_overrides": merged(real_engine_vars()["serve_recipe_overrides"], change)})]
+    """-e arguments that set recipe_overrides to the sim's own with change merged in."""
+    return ["-e", json.dumps({"recipe_overrides": merged(real_engine_vars()["recipe_overrides"], change)})]
 
 
 def recipe_as_served(name="minimax-m3-text", backend="ray"):
     """The recipe the sim's real engine serves: the shipped one as served on the backend (its backends.<backend>
     merged over it), with the sim's listed swaps."""
     shipped = recipe(name)
-    return merged(merged(shipped, shipped.get("backends", {}).get(backend, {})), real_engine_vars()["serve_recipe_overrides"])
+    return merged(merged(shipped, shipped.get("backends", {}).get(backend, {})), real_engine_vars()["recipe_overrides"])
 
 
 def flat(text):

@@ -11,7 +11,7 @@ short_description: A spark-vllm-docker recipe file as the collection's recipe da
 version_added: 0.2.0
 description:
   - Takes a recipe of the community launcher (C(recipe_version "1"), parsed from YAML) and returns the
-    collection's recipe data, so C(serve_recipe) can name the launcher's own file.
+    collection's recipe data, so C(recipe_name) can name the launcher's own file.
   - The C(command)'s placeholders are filled from C(defaults) (merged with O(params)) as the launcher's
     C(run-recipe.py) fills them; the command is split as the shell splits it. C(model), the flags as
     C(args) (JSON flags as mappings, numbers as numbers, bare flags as C(true)), C(env) and C(mods) are kept.

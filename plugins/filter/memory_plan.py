@@ -20,7 +20,7 @@ description:
     mapping merged over it, as the serve role loads every recipe).
 options:
   _input:
-    description: The recipe as the serve role loads it (C(serve_recipe_data)).
+    description: The recipe as the serve role loads it (C(recipe_data)).
     type: dict
     required: true
   backend:
@@ -32,11 +32,11 @@ options:
 EXAMPLES = r"""
 - name: Fail early when the context does not fit
   ansible.builtin.assert:
-    that: (serve_recipe_data | dgxspark.vllm.kv_pool_tokens) >= serve_recipe_data.args['max-model-len']
+    that: (recipe_data | dgxspark.vllm.kv_pool_tokens) >= recipe_data.args['max-model-len']
 
 - name: Show the plan, with the start-up check under Ray
   ansible.builtin.debug:
-    msg: "{{ serve_recipe_data | dgxspark.vllm.memory_plan(backend='ray') }}"
+    msg: "{{ recipe_data | dgxspark.vllm.memory_plan(backend='ray') }}"
 """
 
 RETURN = r"""

@@ -37,7 +37,7 @@ options:
     type: bool
     default: true
   overrides:
-    description: The flags the user set (C(serve_recipe_overrides.args)), to say where a bad flag came from.
+    description: The flags the user set (C(recipe_overrides.args)), to say where a bad flag came from.
     type: dict
     default: {}
   recipe:

@@ -154,9 +154,9 @@ def _merged(base, changes):
 
 
 def plan_recipe(recipe, gpu_memory_utilization=None, backend=None):
-    """The plan for a recipe as the serve role loads it (``serve_recipe_data``), with its verdict."""
+    """The plan for a recipe as the serve role loads it (``recipe_data``), with its verdict."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("args"), dict):
-        raise MemoryPlanError("expected the recipe data (serve_recipe_data) with an 'args' mapping")
+        raise MemoryPlanError("expected the recipe data (recipe_data) with an 'args' mapping")
     args = recipe["args"]
     vision = bool(recipe.get("vision")) and not args.get("language-model-only", False)
     result = plan(

@@ -234,7 +234,7 @@ def problems(args, flagset, strict=True, overrides=None, recipe="the recipe", bu
 
     def source(flag):
         if flag in overrides:
-            return "serve_recipe_overrides (args), set in the inventory or with -e"
+            return "recipe_overrides (args), set in the inventory or with -e"
         return recipe
 
     for flag, given in (args or {}).items():

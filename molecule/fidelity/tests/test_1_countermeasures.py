@@ -85,7 +85,7 @@ def test_a_value_the_images_vllm_declares_out_of_bounds_is_stopped_in_preflight_
     res = sc.playbook("site.yml", "--tags", "preflight", *sc.overrides_with({"args": {"max-num-seqs": 0}}))
     out = sc.flat(res.stdout)
     assert res.returncode != 0, out[-3000:]
-    assert re.search(r"--max-num-seqs \(from serve_recipe_overrides \(args\).*\) is 0, and vLLM 0\.32\.0 in image sha256:\w+ "
+    assert re.search(r"--max-num-seqs \(from recipe_overrides \(args\).*\) is 0, and vLLM 0\.32\.0 in image sha256:\w+ "
                      r"declares >= 1 for it \(SchedulerConfig\), checked as the engine starts", out), out[-3000:]
     assert sc.changed_count(res.stdout, HEAD) == 0 and sc.changed_count(res.stdout, WORKER) == 0
 
@@ -164,7 +164,7 @@ def test_without_the_mods_the_engine_refuses_the_b12x_backend():
 def test_the_recipe_env_only_on_the_head_fails_the_workers_rank():
     # Upstream's Ray mode: the recipe env reaches the engine on the head, not the other node's container.
     engine_env = ("{{ {} if inventory_hostname == '%s' else "
-                  "(serve_recipe_data.env | default({}) | combine(serve_env | default({}))) }}" % WORKER)
+                  "(recipe_data.env | default({}) | combine(serve_env | default({}))) }}" % WORKER)
     out = run_and_record("recipe_env_only_on_head", "site.yml", "--tags", "ray_cluster,serve",
                          "-e", json.dumps({"ray_cluster_engine_env": engine_env}))
     worker_ip = HOSTS[WORKER]["spark_fabric_ip"]
@@ -194,9 +194,9 @@ def test_the_launchers_own_recipe_file_serves_as_it_is():
     # launcher's mp mode; under Ray the user sets the recipe's own parameter, as preflight's message says (at 0.93
     # the modelled GB10 refuses the memory Ray's processes hold, as the collection's recipe shows above).
     recipe = "/home/spark/spark-vllm-docker/recipes/minimax-m3-w4a16-gptq-b12x-nvfp4-eagle3.yaml"
-    res = sc.playbook("site.yml", "--tags", "mods,ray_cluster,serve,validate", "-e", f"serve_recipe={recipe}",
-                      "-e", "serve_recipe_location=head",
-                      "-e", json.dumps({"serve_recipe_params": {"gpu_memory_utilization": 0.925}}))
+    res = sc.playbook("site.yml", "--tags", "mods,ray_cluster,serve,validate", "-e", f"recipe_name={recipe}",
+                      "-e", "recipe_location=head",
+                      "-e", json.dumps({"recipe_params": {"gpu_memory_utilization": 0.925}}))
     assert res.returncode == 0, res.stdout[-6000:]
     unit = sc.node(WORKER).file("/etc/systemd/system/dgxspark-ray.service").content_string
     assert "--env=VLLM_M3_FP8_KV_TEST_SCALE=1.0" in unit and "HF_TOKEN" not in unit

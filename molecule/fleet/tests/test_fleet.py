@@ -69,5 +69,5 @@ def validate_alone(tmp_path, *extra):
 
 def test_validate_alone_sends_pictures_only_for_a_vision_recipe(tmp_path):
     # The recipe decides: validate loads it itself, so alone it still knows the text recipe sees no pictures.
-    assert "picture.yml" not in validate_alone(tmp_path, "-e", "serve_recipe=minimax-m3-text")
-    assert "picture.yml" in validate_alone(tmp_path, "-e", "serve_recipe=minimax-m3-vision")
+    assert "picture.yml" not in validate_alone(tmp_path, "-e", "recipe_name=minimax-m3-text")
+    assert "picture.yml" in validate_alone(tmp_path, "-e", "recipe_name=minimax-m3-vision")

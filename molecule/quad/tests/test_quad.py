@@ -25,7 +25,7 @@ def test_ray_reports_four_nodes_with_gpus():
 def test_engine_runs_tp2_pp2_from_the_inventory_overrides():
     argv = sc.engine_argv(sc.node(HEAD))
     data = sc.recipe("minimax-m3-vision")
-    data["args"].update(HOSTS[HEAD]["serve_recipe_overrides"]["args"])
+    data["args"].update(HOSTS[HEAD]["recipe_overrides"]["args"])
     sc.assert_argv_follows_recipe(argv, data)
     assert sc.flag_value(argv, "pipeline-parallel-size") == "2"
 

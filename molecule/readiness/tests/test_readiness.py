@@ -220,7 +220,7 @@ SIM_KERNEL = "6.17.0-1032-nvidia"
 
 
 def overrides(**args):
-    return ["-e", json.dumps({"serve_recipe_overrides": {"args": args}})]
+    return ["-e", json.dumps({"recipe_overrides": {"args": args}})]
 
 
 # name: (extra args, setup on nodes, teardown on nodes, expected message)
@@ -319,27 +319,27 @@ CASES = {
     "own_copy_of_a_shared_value": (["-e", "serve_api_port=9000"], {}, {},
                                    r"spark-(head|worker-1): serve_api_port = \"?9000\"? differs from common_api_port = 8000, "
                                    r"which the other roles read; .* Set common_api_port instead"),
-    "recipe_params_own_format": (["-e", json.dumps({"serve_recipe_params": {"util": 0.9}})], {}, {},
-                                 r"serve_recipe_params \(util\) fill in the parameters of a launcher recipe file, but "
+    "recipe_params_own_format": (["-e", json.dumps({"recipe_params": {"util": 0.9}})], {}, {},
+                                 r"recipe_params \(util\) fill in the parameters of a launcher recipe file, but "
                                  r"minimax-m3-vision is in the collection's own format"),
     "image_ref_syntax": (["-e", "image_ref='vllm node:latest'"], {}, {},
                          r"image_ref = 'vllm node:latest' is not an image reference"),
-    "model_id_syntax": (["-e", json.dumps({"serve_recipe_overrides": {"model": "MiniMax M3"}})], {}, {},
+    "model_id_syntax": (["-e", json.dumps({"recipe_overrides": {"model": "MiniMax M3"}})], {}, {},
                         r"models: ids must look like ORG/NAME .*'MiniMax M3'"),
     # vLLM flags, checked against the flag list of the vLLM the collection ships (no image on the head yet).
     "flag_typo": (overrides(**{"max-model-lenght": 8192}), {}, {},
-                  r"--max-model-lenght \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) "
+                  r"--max-model-lenght \(from recipe_overrides \(args\), set in the inventory or with -e\) "
                   r"is not in the flag set of vLLM 0\.32\.0 shipped with the collection .*Did you mean --max-model-len\?"),
     "flag_json_syntax": (overrides(**{"compilation-config": '{"mode": 0, cudagraph_mode: "FULL_DECODE_ONLY"}'}), {}, {},
-                         r"--compilation-config \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) "
+                         r"--compilation-config \(from recipe_overrides \(args\), set in the inventory or with -e\) "
                          r"takes JSON, and .* does not parse: Expecting property name"),
     "flag_json_key_typo": (overrides(**{"compilation-config": {"mode": 0, "cudagraph_mod": "FULL_DECODE_ONLY"}}), {}, {},
                            r"--compilation-config key 'cudagraph_mod' .*Did you mean 'cudagraph_mode'\?"),
     # Values: what the parser converts to, and the bounds vLLM's config classes declare (read with the list).
     "flag_values": (overrides(**{"max-num-seqs": "two", "max-num-batched-tokens": 0}), {}, {},
-                    r"(?=.*--max-num-seqs \(from serve_recipe_overrides \(args\), set in the inventory or with -e\) is 'two', "
+                    r"(?=.*--max-num-seqs \(from recipe_overrides \(args\), set in the inventory or with -e\) is 'two', "
                     r"and vLLM 0\.32\.0 \(the list shipped with the collection\) takes a whole number there)"
-                    r"(?=.*--max-num-batched-tokens \(from serve_recipe_overrides .*is 0, and vLLM 0\.32\.0 "
+                    r"(?=.*--max-num-batched-tokens \(from recipe_overrides .*is 0, and vLLM 0\.32\.0 "
                     r"\(the list shipped with the collection\) declares >= 1 for it \(SchedulerConfig\))"),
 }
 

@@ -71,7 +71,7 @@ def serving_units():
 # A recipe change that passes preflight and the flag check (a flag without choices) and that only the engine
 # refuses, as its API server sets up: a tool call parser it does not have (a --tool-parser-plugin could add one at
 # start, so no list read before can refuse it).
-REFUSED_AT_START = {"serve_recipe_overrides": {"args": {"tool-call-parser": "minimax_m4"}}}
+REFUSED_AT_START = {"recipe_overrides": {"args": {"tool-call-parser": "minimax_m4"}}}
 
 
 def test_a_change_the_engine_refuses_is_rolled_back_to_the_validated_deployment():

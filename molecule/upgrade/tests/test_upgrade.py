@@ -53,7 +53,7 @@ def test_site_recorded_the_validated_deployment_on_every_node():
 
 def test_a_check_run_shows_the_switch_and_changes_nothing():
     before = {n: (running(n), state(n)) for n in NODES}
-    res = upgrade("next", "next", "--check", "--diff", "-e", "serve_recipe=minimax-m3-text")
+    res = upgrade("next", "next", "--check", "--diff", "-e", "recipe_name=minimax-m3-text")
     assert res.returncode == 0, res.stdout[-6000:]
     assert f"would build {REF}:next" in res.stdout
     unit_diff = res.stdout.split("--- before: /etc/systemd/system/dgxspark-vllm.service", 1)
@@ -64,7 +64,7 @@ def test_a_check_run_shows_the_switch_and_changes_nothing():
 
 def test_a_good_upgrade_switches_to_the_new_image_and_recipe_validates_and_records_them():
     old = {n: running(n) for n in NODES}
-    res = upgrade("next", "next", "-e", "serve_recipe=minimax-m3-text")
+    res = upgrade("next", "next", "-e", "recipe_name=minimax-m3-text")
     assert res.returncode == 0, res.stdout[-6000:]
     assert "TASK [Upgrade | validate the new endpoint]" in res.stdout
     for name in NODES:

@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.filter.systemd_join import systemd_join, systemd_quote
 from ansible_collections.dgxspark.vllm.plugins.filter.vllm_args import vllm_args
 
-RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
+RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "recipe" / "files" / "recipes"
 
 
 def test_scalars_bools_and_order():

@@ -17,7 +17,7 @@ def test_a_typo_is_named_with_the_closest_flag_and_its_source():
     assert len(found) == 1 and found[0]["fatal"]
     msg = found[0]["message"]
     assert "--max-model-lenght" in msg and "Did you mean --max-model-len?" in msg
-    assert "serve_recipe_overrides (args)" in msg and "sha256:abababababab" in msg
+    assert "recipe_overrides (args)" in msg and "sha256:abababababab" in msg
 
 
 def test_underscores_and_unrendered_flags_are_not_problems():
@@ -35,7 +35,7 @@ def test_json_given_as_text_is_parsed_as_vllm_would_and_its_keys_checked():
     bad = _vllm_flags.problems({"speculative-config": '{"method": "eagle3", num_speculative_tokens: 3}'}, FLAGSET,
                                overrides={"speculative-config": ""})
     assert len(bad) == 1 and bad[0]["fatal"], bad
-    assert "--speculative-config (from serve_recipe_overrides (args)" in bad[0]["message"]
+    assert "--speculative-config (from recipe_overrides (args)" in bad[0]["message"]
     assert "takes JSON, and" in bad[0]["message"] and "does not parse: Expecting property name" in bad[0]["message"]
     typo = _vllm_flags.problems({"speculative-config": '{"method": "eagle3", "num_speculative_token": 3}'}, FLAGSET)
     assert len(typo) == 1 and "key 'num_speculative_token'" in typo[0]["message"]
@@ -53,7 +53,7 @@ def test_the_shipped_list_refuses_typos_and_only_warns_about_unknown_flags():
 def test_the_shipped_list_knows_every_flag_of_both_recipes_and_what_the_role_adds():
     import yaml
     for name in ("text", "vision"):
-        recipe = yaml.safe_load((ROOT / f"roles/serve/vars/recipes/minimax-m3-{name}.yml").read_text())
+        recipe = yaml.safe_load((ROOT / f"roles/recipe/files/recipes/minimax-m3-{name}.yml").read_text())
         args = dict(recipe["args"], **{"served-model-name": "m", "host": "0.0.0.0", "port": 8000,
                                        "distributed-executor-backend": "mp", "nnodes": 2, "node-rank": 1,
                                        "master-addr": "10.0.0.1", "master-port": 29500, "headless": True})
@@ -105,7 +105,7 @@ def only(found):
 
 def test_a_value_the_parser_cannot_convert_is_refused_with_what_it_takes():
     bad = only(_vllm_flags.problems({"max-num-seqs": "two"}, VALUES, overrides={"max-num-seqs": "two"}))
-    assert bad["fatal"] and bad["message"].startswith("--max-num-seqs (from serve_recipe_overrides (args)")
+    assert bad["fatal"] and bad["message"].startswith("--max-num-seqs (from recipe_overrides (args)")
     assert "is 'two', and vLLM 0.32.0 in image sha256:abababababab takes a whole number there." in bad["message"]
     assert "takes a whole number" in only(_vllm_flags.problems({"max-num-seqs": 1.5}, VALUES))["message"]
     assert "takes a number" in only(_vllm_flags.problems({"gpu-memory-utilization": "most"}, VALUES))["message"]

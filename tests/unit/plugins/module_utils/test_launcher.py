@@ -7,7 +7,7 @@ import yaml
 from ansible_collections.dgxspark.vllm.plugins.module_utils._launcher import (
     LauncherError, expand_mods, folder_digest, parse_command, recipe_from_launcher, render_command)
 
-RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
+RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "recipe" / "files" / "recipes"
 
 # A recipe of the launcher's shape (our own text): placeholders, doubled braces, line continuations,
 # a short alias, a bare flag before another flag, a secret from the shell, deployment flags.

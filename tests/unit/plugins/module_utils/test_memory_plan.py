@@ -1,4 +1,4 @@
-"""The memory plan against the pair's measurements (roles/serve/vars/recipes)."""
+"""The memory plan against the pair's measurements (roles/recipe/files/recipes)."""
 import pathlib
 
 import pytest
@@ -7,7 +7,7 @@ import yaml
 from ansible_collections.dgxspark.vllm.plugins.module_utils._memory_plan import (
     MemoryPlanError, for_backend, plan, plan_recipe, video_enabled)
 
-RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "serve" / "vars" / "recipes"
+RECIPES = pathlib.Path(__file__).resolve().parents[4] / "roles" / "recipe" / "files" / "recipes"
 
 
 def recipe(name, **args):
