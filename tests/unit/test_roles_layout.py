@@ -108,3 +108,31 @@ def test_no_role_or_playbook_reads_or_sets_another_roles_private_variables():
             for name in re.findall(r"(?<![\w.])_%s_[a-z0-9_]+" % role, text):
                 crossing.add(f"{path.relative_to(root)}: {name}")
     assert not crossing, sorted(crossing)
+
+
+def _set_facts(node, found):
+    """The names every set_fact in a parsed task file or playbook sets."""
+    if isinstance(node, dict):
+        for key in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(node.get(key), dict):
+                found.update(node[key])
+        for value in node.values():
+            _set_facts(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _set_facts(value, found)
+    return found
+
+
+def test_the_recipe_has_one_loader():
+    """recipe_data is set (set_fact) by the recipe role only; every other role and playbook includes that role for it
+    (no copy of the loading, no other entry point standing in for it). An include may hand a recorded recipe to
+    the role it includes as an input (the rollback validates with the recipe the deployment was recorded with)."""
+    root = ROLES[0].parent.parent
+    files = [p for role in ROLES if role.name != "recipe" for sub in ("tasks", "handlers") for p in (role / sub).glob("*.yml")]
+    files += list((root / "playbooks").glob("*.yml")) + [root / "site.yml"]
+    setters = [str(p.relative_to(root)) for p in files if "recipe_data" in _set_facts(yaml.safe_load(p.read_text()), set())]
+    assert not setters, f"recipe_data set outside the recipe role: {setters}"
+    loads = [(str(p.relative_to(root)), entry) for p in files
+             for role, entry in _includes(yaml.safe_load(p.read_text()), []) if role == "recipe"]
+    assert len(loads) >= 10 and all(entry == "main" for _p, entry in loads), loads
