@@ -64,18 +64,25 @@ def test_no_role_or_playbook_copies_a_shared_value():
     assert not copies, "shared values copied outside roles/common (point at common_* instead):\n" + "\n".join(copies)
 
 
-def _includes(node, found):
-    """(role, entry point) of every include_role / import_role in a parsed task file or playbook."""
+def _walk(node, visit):
+    """Call visit(mapping) for every mapping in a parsed task file or playbook."""
     if isinstance(node, dict):
-        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
-            if isinstance(node.get(key), dict):
-                ref = node[key]
-                found.append((str(ref.get("name", "")).split(".")[-1], str(ref.get("tasks_from") or "main").removesuffix(".yml")))
+        visit(node)
         for value in node.values():
-            _includes(value, found)
+            _walk(value, visit)
     elif isinstance(node, list):
         for value in node:
-            _includes(value, found)
+            _walk(value, visit)
+
+
+def _includes(node, found):
+    """(role, entry point) of every include_role / import_role in a parsed task file or playbook."""
+    def visit(mapping):
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+            if isinstance(mapping.get(key), dict):
+                ref = mapping[key]
+                found.append((str(ref.get("name", "")).split(".")[-1], str(ref.get("tasks_from") or "main").removesuffix(".yml")))
+    _walk(node, visit)
     return found
 
 
@@ -112,15 +119,8 @@ def test_no_role_or_playbook_reads_or_sets_another_roles_private_variables():
 
 def _set_facts(node, found):
     """The names every set_fact in a parsed task file or playbook sets."""
-    if isinstance(node, dict):
-        for key in ("ansible.builtin.set_fact", "set_fact"):
-            if isinstance(node.get(key), dict):
-                found.update(node[key])
-        for value in node.values():
-            _set_facts(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _set_facts(value, found)
+    _walk(node, lambda mapping: [found.update(mapping[key]) for key in ("ansible.builtin.set_fact", "set_fact")
+                                 if isinstance(mapping.get(key), dict)])
     return found
 
 

@@ -65,16 +65,21 @@ def test_the_modelled_page_cache_is_the_weights_resident_share(tmp_path, monkeyp
     weights.read_bytes()
     cache, share = faults.page_cache_gib(str(model))
     assert share > 0.9 and cache > 54
-    fd = os.open(weights, os.O_RDONLY)
+    _evict(weights)
+    cache, share = faults.page_cache_gib(str(model))
+    assert share < 0.1, share
+    monkeypatch.delenv("DGXSPARK_SIM_RECIPE_MEMORY")
+    assert faults.page_cache_gib(str(model)) == (0.0, 0.0)
+
+
+def _evict(path):
+    """Take the file's pages out of the page cache (the same pages a drop would take)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-    cache, share = faults.page_cache_gib(str(model))
-    assert share < 0.1, share
-    monkeypatch.delenv("DGXSPARK_SIM_RECIPE_MEMORY")
-    assert faults.page_cache_gib(str(model)) == (0.0, 0.0)
 
 
 def _safetensors(data_bytes, header_bytes=20000):
@@ -92,12 +97,7 @@ def test_a_header_read_holds_no_modelled_page_cache(tmp_path, monkeypatch):
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(_safetensors(4 << 20))
     monkeypatch.setenv("DGXSPARK_SIM_RECIPE_MEMORY", '{"weights_gib": 96.5}')
-    fd = os.open(weights, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    _evict(weights)
     with open(weights, "rb") as handle:  # as a reader of the header does: buffered, with the kernel's read-ahead
         handle.read(int.from_bytes(handle.read(8), "little"))
     assert faults.resident_share([str(weights)]) == 0.0
