@@ -7,6 +7,10 @@ Shipped next to the watchdog daemon (roles/watchdog/files) and unit-tested here.
 evidence, never on one slow answer: /health keeps answering, the canary (a few tokens with a deadline)
 fails on every check for `hang_seconds`, and vLLM's own token counters did not move meanwhile. An engine
 that produces tokens while the canary waits is busy (a long request in flight), not hung.
+
+A start can hang too (ranks that never come up, a clean-up that never ends): /health stays silent while the
+engine's unit stays active, so systemd, which restarts only an engine that exits, never acts. Silent for
+`start_seconds` over at least `min_failures` checks is a hang as well.
 """
 
 from __future__ import annotations
@@ -52,23 +56,33 @@ class Judge:
     "canary_ok", "canary_error", "tokens" (or None), "running" (or None)}; "canary_skipped" when tokens
     moved since the last check, which proves the engine steps as well as a canary would."""
 
-    def __init__(self, hang_seconds, min_failures=2):
+    def __init__(self, hang_seconds, min_failures=2, start_seconds=0):
         self.hang_seconds = float(hang_seconds)
         self.min_failures = int(min_failures)
+        self.start_seconds = float(start_seconds)  # 0: a silent /health is never judged
         self.failing = []  # the observations since the canary last succeeded, all with /health 200
+        self.silent = []  # the observations since /health last answered 200 (the caller resets on an inactive unit)
 
     def add(self, obs):
         if obs["canary_ok"] or obs["health"] != 200:
             self.failing = []
         else:
             self.failing.append(obs)
+        self.silent = self.silent + [obs] if obs["health"] != 200 else []
 
     def reset(self):
         self.failing = []
+        self.silent = []
 
     def verdict(self, last):
         """{"state": serving|down|busy|suspect|hung, "why": text, "since": t or None} for the newest observation."""
         if last["health"] != 200:
+            span = last["t"] - self.silent[0]["t"] if self.silent else 0.0
+            if self.start_seconds > 0 and len(self.silent) >= self.min_failures and span >= self.start_seconds:
+                return {"state": "hung", "since": self.silent[0]["t"], "why": (
+                    "a start that hangs: /health has answered %s for %.0f s (%d checks) while the engine's unit stayed "
+                    "active, and systemd restarts only an engine that exits" % (last["health"] or "nothing", span,
+                                                                                 len(self.silent)))}
             return {"state": "down", "why": "/health answers %s: the engine is down or loading (its unit restarts it)"
                     % (last["health"] or "nothing"), "since": None}
         if last["canary_ok"]:

@@ -162,7 +162,7 @@ def engine_log(cfg, lines=30):
 class Watchdog:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.judge = wd.Judge(cfg["hang_seconds"], cfg.get("min_failures", 2))
+        self.judge = wd.Judge(cfg["hang_seconds"], cfg.get("min_failures", 2), cfg.get("start_timeout", 0))
         self.baseline = None  # the engine's token count at the last check
         self.state = {"state": "starting", "restarts": [], "restarts_total": 0, "hangs_total": 0, "gave_up": False,
                       "last_hang": None}
@@ -268,8 +268,9 @@ class Watchdog:
     def run(self):
         cfg = self.cfg
         interval = float(cfg["interval"])
-        log(NOTICE, "watching %s every %s s: hang after %s s of failed canaries with still token counters; "
-            "budget %s restarts per %s s" % (cfg["url"], interval, cfg["hang_seconds"], cfg["budget"], cfg["budget_window"]))
+        log(NOTICE, "watching %s every %s s: hang after %s s of failed canaries with still token counters, or %s s "
+            "of a silent /health with the unit active (0: never); budget %s restarts per %s s"
+            % (cfg["url"], interval, cfg["hang_seconds"], cfg.get("start_timeout", 0), cfg["budget"], cfg["budget_window"]))
         last = None
         while True:
             started = time.time()

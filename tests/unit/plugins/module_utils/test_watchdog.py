@@ -81,6 +81,29 @@ def test_a_success_or_a_down_engine_starts_the_window_afresh():
     assert feed(judge, [obs(180)])["state"] == "hung"
 
 
+def test_a_health_silent_past_the_start_timeout_is_a_start_that_hangs():
+    judge = wd.Judge(hang_seconds=60, start_seconds=100)
+    assert feed(judge, [obs(0, health=0), obs(50, health=503)])["state"] == "down"
+    verdict = feed(judge, [obs(100, health=503)])
+    assert verdict["state"] == "hung" and verdict["since"] == 0 and "a start that hangs" in verdict["why"], verdict
+    assert "503 for 100 s (3 checks)" in verdict["why"], verdict
+
+
+def test_a_start_hang_needs_two_silent_checks_and_restarts_its_clock_on_an_answer_or_a_reset():
+    judge = wd.Judge(hang_seconds=60, start_seconds=10)
+    assert feed(judge, [obs(0, health=0)])["state"] == "down"  # one silent check is never enough
+    assert feed(judge, [obs(5, ok=True)])["state"] == "serving"
+    assert feed(judge, [obs(6, health=0), obs(15, health=0)])["state"] == "down"
+    judge.reset()  # the unit was not active (systemd restarting the engine): a new start
+    assert feed(judge, [obs(16, health=0), obs(25, health=0)])["state"] == "down"
+    assert feed(judge, [obs(26, health=0)])["state"] == "hung"
+
+
+def test_without_a_start_timeout_a_silent_health_stays_the_units_business():
+    judge = wd.Judge(hang_seconds=60)
+    assert feed(judge, [obs(t, health=0) for t in range(0, 100000, 1000)])["state"] == "down"
+
+
 def test_without_metrics_the_canary_alone_decides():
     judge = wd.Judge(hang_seconds=20)
     verdict = feed(judge, [obs(0, tokens=None, running=None), obs(20, tokens=None, running=None)])
@@ -113,6 +136,7 @@ def test_prometheus_text_carries_the_verdict_and_the_alert():
 class FakeEngine(BaseHTTPRequestHandler):
     hung = threading.Event()
     traffic = threading.Event()  # users' requests decoding: the token counter moves between checks
+    silent = threading.Event()  # a start that hangs: /health never answers 200
     tokens = [0]
     canaries = [0]
 
@@ -128,7 +152,7 @@ class FakeEngine(BaseHTTPRequestHandler):
 
     def do_GET(self):  # pylint: disable=invalid-name
         if self.path == "/health":
-            self.reply(200, "")
+            self.reply(503 if self.silent.is_set() else 200, "")
         elif self.path == "/metrics":
             if self.traffic.is_set():
                 self.tokens[0] += 10
@@ -210,6 +234,7 @@ def fixture_daemon(tmp_path):
         p.wait()
     FakeEngine.hung.clear()
     FakeEngine.traffic.clear()
+    FakeEngine.silent.clear()
     server.shutdown()
 
 
@@ -233,6 +258,21 @@ def test_the_daemon_restarts_a_hung_group_in_order_and_serves_again(daemon):
     calls = daemon["calls"].read_text().splitlines()
     assert [c for c in calls if not c.startswith("is-active")] == [
         "stop dgxspark-vllm.service", "stop dgxspark-ray.service", "start dgxspark-ray.service", "start dgxspark-vllm.service"]
+
+
+def test_a_start_that_hangs_is_restarted_as_a_hang(daemon):
+    # The unit stays active and /health never answers: without start_timeout the daemon would wait for ever.
+    daemon["hang"].write_text("")
+    FakeEngine.silent.set()
+
+    def watch():  # the restarted engine starts for real
+        while daemon["hang"].exists():
+            time.sleep(0.05)
+        FakeEngine.silent.clear()
+    threading.Thread(target=watch, daemon=True).start()
+    daemon["start"](start_timeout=1)
+    done = daemon["until"](lambda s: s.get("restarts_total") == 1 and s.get("state") == "serving")
+    assert "a start that hangs" in done["last_hang"]["why"] and done["last_hang"]["action"] == "restarted", done
 
 
 def test_the_daemon_waits_while_a_run_holds_the_deployment(daemon):
