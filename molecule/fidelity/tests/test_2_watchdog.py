@@ -1,7 +1,7 @@
 """The serving watchdog on the real-engine pair. The sim's hang (sim/engine: the worker's rank stops its step loop,
 /health stays green, no token comes out) stays hung without it, waits while a run holds the deployment, and is
 recovered by a group restart in order; a long request is serving, not a hang (its tokens stand in for the canary); out of budget it stops
-restarting and raises the alert. Runs after the countermeasures (which end with the pair serving) and puts the
+restarting and raises the alert; a start that hangs is named. Runs after the countermeasures (which end with the pair serving) and puts the
 watchdog's defaults back at the end."""
 import json
 import time
@@ -16,6 +16,8 @@ LOCK = "/run/dgxspark-vllm/deployment.lock"
 # The sim's hang switch on the worker (sim/engine/plugin/dgxspark_sim_vllm/faults.py), in the node's stand-in state
 # that its Ray container mounts: "once" hangs the running engine for good, anything else while the file is there.
 HANG = "/etc/dgxspark-sim/engine-hang"
+# The sim's start hang: while it is there, the worker's rank stops before its device starts.
+START_HANG = "/etc/dgxspark-sim/engine-start-hang"
 # Short windows so the scenario sees a hang in seconds (the defaults: 30 s checks, 180 s of failed canaries).
 # A 4-token canary takes ~3 s on the sim's slowed clock (~0.55 s a step).
 FAST = {"watchdog_interval": 5, "watchdog_hang_seconds": 15, "watchdog_canary_timeout": 10, "watchdog_budget": 2,
@@ -144,4 +146,24 @@ def test_out_of_budget_it_stops_restarting_and_raises_the_alert():
         worker.check_output(f"sudo rm -f {HANG}")
     # The rank steps again; serving again opens the budget.
     sc.watchdog_state(head, lambda s: not s["gave_up"] and s["state"] == "serving", 300)
+
+
+def test_a_start_that_hangs_is_named_though_the_unit_stays_active():
+    """A start whose rank never comes up: the unit stays active, /health stays silent, systemd never acts. The
+    watchdog names it past watchdog_start_timeout (the budget is spent, so it names it without a restart); with
+    watchdog_start_timeout 0 it would stay "down" for ever."""
+    head, worker = sc.node(HEAD), sc.node(WORKER)
+    set_watchdog(dict(FAST, watchdog_budget=1, watchdog_start_timeout=30))
+    hangs = state(head)["hangs_total"]
+    worker.check_output(f"echo always | sudo tee {START_HANG}")
+    try:
+        head.check_output("sudo systemctl restart dgxspark-vllm")
+        named = sc.watchdog_state(head, lambda s: s["hangs_total"] > hangs, BOUND_S)
+        assert "a start that hangs" in named["last_hang"]["why"], named
+        assert "budget is spent" in named["last_hang"]["action"], named
+        assert head.service("dgxspark-vllm").is_running
+    finally:
+        worker.check_output(f"sudo rm -f {START_HANG}")
+    # The rank goes on starting; the engine serves and the budget opens again.
+    sc.watchdog_state(head, lambda s: not s["gave_up"] and s["state"] == "serving", BOUND_S)
     set_watchdog({})

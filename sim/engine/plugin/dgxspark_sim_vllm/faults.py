@@ -40,6 +40,8 @@ figure it produces is modelled, not measured.
   server's /health keeps answering and no token comes out. "once" in the file: this rank removes it and
   never steps again, so only a restart brings the engine back; anything else: the rank waits while the file
   is there (any engine on the node, a restarted one too).
+* Start hang: while the node's stand-in state holds an `engine-start-hang` file, the rank on that node
+  stops before its device starts: the engine never comes up and never exits, and /health stays silent.
 * b12x JIT cache: the prewarm compiles b12x's kernels into ~/.cache/b12x unless they are
   there (a mounted cache keeps them across restarts; a container-local one recompiles).
 """
@@ -110,6 +112,9 @@ MODS = {
 MARK = "# dgxspark-sim mod applied: "
 
 HANG_FILE = "engine-hang"
+# A start that hangs: while this file is there, the rank on that node stops before its device starts, so the
+# engine never comes up and never exits (what a clean-up of refused ranks that never ends looks like).
+START_HANG_FILE = "engine-start-hang"
 
 _state = {"first_step": True}
 
@@ -271,17 +276,17 @@ def _busy():
         pass  # the stand-in GPU state is not mounted writable here
 
 
-def hang_if_asked():
-    """Stop this rank's step loop when the node's stand-in state asks for a hang (see the docstring): for good
+def hang_if_asked(name=HANG_FILE, what="its step loop (a hung rank; /health keeps answering)"):
+    """Stop this rank where it is when the node's stand-in state asks for it (see the docstring): for good
     with "once", else for as long as the file is there."""
-    path = os.path.join(SIM_STATE, HANG_FILE)
+    path = os.path.join(SIM_STATE, name)
     try:
         with open(path) as handle:
             once = handle.read().strip() == "once"
     except OSError:
         return
-    LOG.error("dgxspark-sim (modelled): the rank on %s stops its step loop (%s%s): a hung rank; /health keeps "
-              "answering", _node(), path, ", once" if once else ", while it is there")
+    LOG.error("dgxspark-sim (modelled): the rank on %s stops %s (%s%s)", _node(), what, path,
+              ", once" if once else ", while it is there")
     if once:
         try:
             os.remove(path)
@@ -478,6 +483,7 @@ def install():
     execute = CPUModelRunner.execute_model
 
     def init_device_sim(self):
+        hang_if_asked(START_HANG_FILE, "before its device starts (a start that hangs; /health stays silent)")
         check_memory(self.cache_config.gpu_memory_utilization, self.model_config.model)
         return init_device(self)
 
