@@ -136,3 +136,20 @@ def test_the_recipe_has_one_loader():
     loads = [(str(p.relative_to(root)), entry) for p in files
              for role, entry in _includes(yaml.safe_load(p.read_text()), []) if role == "recipe"]
     assert len(loads) >= 10 and all(entry == "main" for _p, entry in loads), loads
+
+
+def test_the_engine_container_has_one_owner():
+    """ray_cluster owns the engine's container (image, options): serve includes none of its files and reads the
+    published settings only through its own two defaults, so another fleet sets serve_container_image/_opts."""
+    serve = ROLES[0].parent / "serve"
+    files = [p for sub in ("tasks", "handlers", "vars", "templates") for p in (serve / sub).rglob("*") if p.is_file()]
+    includes = [(p.name, role, entry) for p in files if p.suffix == ".yml"
+                for role, entry in _includes(yaml.safe_load(p.read_text()), []) if role == "ray_cluster"]
+    assert not includes, f"serve includes ray_cluster's files: {includes}"
+    # Reads are in expressions ({{ }}, {% %}) and conditions; a message may name the published facts.
+    reads = [f"{p.relative_to(serve)}: {expr.strip()[:80]}" for p in files
+             for expr in re.findall(r"\{\{.*?\}\}|\{%.*?%\}|when:.*", p.read_text(), re.S) if "ray_cluster_container_" in expr]
+    assert not reads, reads
+    defaults = _load(serve / "defaults" / "main.yml")
+    assert defaults["serve_container_image"] == "{{ ray_cluster_container_image }}"
+    assert defaults["serve_container_opts"] == "{{ ray_cluster_container_opts }}"
