@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -155,22 +156,30 @@ def wait_health(head, url, timeout, want=200):
 def playbook(*args, timeout=900):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(PROJECT / ".collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _children_cpu()
     res = subprocess.run(["ansible-playbook", "-i", INVENTORY, *args], cwd=PROJECT, env=env, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
-    keep_run(args, res, time.monotonic() - started)
+    keep_run(args, res, time.monotonic() - started, _children_cpu() - cpu)
     return res
 
 
-def keep_run(args, res, seconds):
+def _children_cpu():
+    """CPU seconds (user + system) of the ended child processes: an ansible-playbook run and every worker it forked."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def keep_run(args, res, seconds, cpu=None):
     """Every run a test makes is kept whole (.cache/playbook-runs/SCENARIO/NN-TEST.log, its task timer's slowest
-    tasks at the end): what a passing test spent its minutes on, and a failing one's full output."""
+    tasks at the end): what a passing test spent its minutes on, and a failing one's full output. The header
+    also says what the run cost this machine's controller (scripts/playbook_runs.py sums them)."""
     folder = PROJECT / ".cache" / "playbook-runs" / os.environ.get("MOLECULE_SCENARIO_NAME", "none")
     folder.mkdir(parents=True, exist_ok=True)
     test = os.environ.get("PYTEST_CURRENT_TEST", "none").split("::")[-1].split(" ")[0]
     number = len(list(folder.glob("*.log"))) + 1
+    spent = "" if cpu is None else f", {cpu:.1f} s of controller CPU"
     (folder / f"{number:02d}-{test[:90]}.log").write_text(
-        f"# ansible-playbook {shlex.join(args)}\n# exit {res.returncode} after {seconds:.0f} s\n{res.stdout}")
+        f"# ansible-playbook {shlex.join(args)}\n# exit {res.returncode} after {seconds:.0f} s{spent}\n{res.stdout}")
 
 
 def container_cmd(host, container):
