@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The fabric role's collective script (plugins/modules/fabric_collective.py, SCRIPT) on one real GPU, world size 1:
 that it runs on a CUDA build of torch with NCCL and with gloo, and what it reads of the NCCL the process loaded
-(its version and the libnccl file mapped). One rank moves nothing across a link, so its times are no fabric figure;
-the bus bandwidth the role judges needs two nodes.
+(its version and the libnccl file mapped), then what the collection's known-bad table (roles/preflight/files/known_bad.yml)
+finds in that readout. One rank moves nothing across a link, so its times are no fabric figure; the bus bandwidth
+the role judges needs two nodes.
 
     python3 scripts/bench/collective_one_gpu.py        # on a machine with one NVIDIA GPU and torch
 """
@@ -13,7 +14,10 @@ import pathlib
 import subprocess
 import sys
 
-MODULE = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "modules" / "fabric_collective.py"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODULE = ROOT / "plugins" / "modules" / "fabric_collective.py"
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import _known_bad  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def script():
@@ -33,7 +37,13 @@ def main():
                              capture_output=True, text=True, timeout=600, check=False)
         line = next((l for l in res.stdout.splitlines() if l.startswith(mark)), None)
         report = json.loads(line[len(mark):]) if line else None
-        print(json.dumps({"backend": backend, "exit": res.returncode, "report": report,
+        known_bad = None
+        if report:
+            import yaml  # pylint: disable=import-outside-toplevel
+            table = yaml.safe_load((ROOT / "roles" / "preflight" / "files" / "known_bad.yml").read_text())
+            facts = {"nccl_version": report["nccl"]["version"], "nccl_file": report["nccl"]["file"]}
+            known_bad = [hit["id"] for hit in _known_bad.evaluate(table, facts)["hits"]]
+        print(json.dumps({"backend": backend, "exit": res.returncode, "report": report, "known_bad": known_bad,
                           "stderr_tail": None if report else res.stderr[-2000:]}, indent=1))
 
 
