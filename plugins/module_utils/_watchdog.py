@@ -79,10 +79,10 @@ class Judge:
         if last["health"] != 200:
             span = last["t"] - self.silent[0]["t"] if self.silent else 0.0
             if self.start_seconds > 0 and len(self.silent) >= self.min_failures and span >= self.start_seconds:
-                return {"state": "hung", "since": self.silent[0]["t"], "why": (
-                    "a start that hangs: /health has answered %s for %.0f s (%d checks) while the engine's unit stayed "
-                    "active, and systemd restarts only an engine that exits" % (last["health"] or "nothing", span,
-                                                                                 len(self.silent)))}
+                why = ("a start that hangs: /health has answered %s for %.0f s (%d checks) while the engine's unit "
+                       "stayed active, and systemd restarts only an engine that exits"
+                       % (last["health"] or "nothing", span, len(self.silent)))
+                return {"state": "hung", "since": self.silent[0]["t"], "why": why}
             return {"state": "down", "why": "/health answers %s: the engine is down or loading (its unit restarts it)"
                     % (last["health"] or "nothing"), "since": None}
         if last["canary_ok"]:

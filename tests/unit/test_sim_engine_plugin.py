@@ -104,6 +104,25 @@ def test_a_header_read_holds_no_modelled_page_cache(tmp_path, monkeypatch):
     assert faults.page_cache_gib(str(tmp_path)) == (0.0, 0.0)
 
 
+def test_a_point_read_in_the_weights_holds_no_modelled_page_cache_and_a_partial_load_counts(tmp_path, monkeypatch):
+    # One small read deep in the tensor data caches a few pages (its first read-ahead window): on a GB10 a few KiB, not
+    # a share of the weights. Weights read through count, a part read through as that part.
+    faults = _faults()
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(_safetensors(4 << 20))
+    _evict(weights)
+    with open(weights, "rb") as handle:
+        handle.seek(3 << 20)
+        handle.read(64)
+    assert faults.resident_share([str(weights)]) == 0.0
+    with open(weights, "rb") as handle:
+        handle.seek(2 << 20)
+        handle.read(1 << 20)
+    share = faults.resident_share([str(weights)])
+    assert 0.25 < share < 0.95, share  # the read-ahead past it depends on the disk
+    assert faults._bulk_pages([1, 1, 0, 1, 1, 1, 0, 1], 3) == 3
+
+
 def _faults():
     sys.path.insert(0, str(PLUGIN))
     try:

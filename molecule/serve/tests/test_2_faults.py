@@ -2,6 +2,7 @@
 Runs after test_1_serve (it changes the cluster)."""
 import json
 import re
+import shlex
 import time
 
 import serving_checks as sc
@@ -33,6 +34,28 @@ def test_killed_worker_container_recovers_by_itself():
     assert head.service("dgxspark-vllm").systemd_properties["MainPID"] != old_pid
     assert worker.service("dgxspark-ray").is_running
     sc.chat_with_image(head, URL, KEY, "minimax-m3")
+
+
+def test_a_rank_an_earlier_engine_left_is_ended_before_the_page_cache_drop():
+    # A rank is a Ray actor: Ray ends a dead engine's ranks once it notices, seconds later under load. One still
+    # alive when the next engine starts holds its memory and may read weights into the cache the drop just emptied
+    # (the next start is then refused on a GB10). A process titled as vLLM's rank actor stands in for it.
+    head, worker = sc.node(HEAD), sc.node(WORKER)
+    stand_in = "import os; os.execvp('sleep', ['ray::RayWorkerProc.load_model', '900'])"
+    find = "sudo docker exec dgxspark-ray sh -c 'grep -l \"RayWorkerProc[.]load_model\" /proc/[0-9]*/cmdline'"
+    worker.check_output("sudo docker exec -d dgxspark-ray python3 -c %s" % shlex.quote(stand_in))
+    for _ in range(20):
+        if worker.run(find).rc == 0:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the stand-in rank did not start")
+    head.check_output("sudo systemctl restart dgxspark-vllm")
+    assert sc.wait_health(head, URL, RECOVERY_BOUND_S) is not None, "not healthy after the restart"
+    assert worker.run(find).rc != 0, "the earlier engine's rank outlived the next engine's start"
+    log = sc.journal(head, "dgxspark-vllm", 3000)
+    assert re.search(r"ranks an earlier engine left on \S+ \([\d.]+\), ended before the drop: .*"
+                     r"ray::RayWorkerProc\.load_model \(killed after 10 s\)", log), log[-3000:]
 
 
 def test_stopped_worker_fails_the_run_before_anything_changes():

@@ -6,12 +6,66 @@ gpu-memory-utilization 0.93. The engine's ranks start on every node, so the cach
 to each live Ray node, in its privileged container. Run by the engine unit's ExecStartPre in the Ray head container
 (python3 - < this file); it never fails the start (a node it cannot reach or a container that may not write
 /proc/sys is named, and the engine's own check then speaks).
+
+Before the drop, each node's ranks of the engine that just ended go: a rank is a Ray actor, and Ray ends the actors
+of a dead engine only when it notices the death, seconds later under load. Until then such a rank holds its share of
+the GPU's memory and may still be reading weights, which then sit in the page cache the drop was meant to empty.
+The new engine has not started yet (this runs in its ExecStartPre), so every rank found is a leftover.
 """
 import os
+import signal
 import socket
 import sys
+import time
 
 DROP = "/proc/sys/vm/drop_caches"
+# Ray titles an actor's process ray::<class>[.<method>]: vLLM's rank actors (the v2 Ray executor's, the older one's).
+RANK_TITLES = ("ray::RayWorkerProc", "ray::RayWorkerWrapper")
+
+
+def ranks(proc="/proc", own=None):
+    """The live rank actors on this node, as (pid, title)."""
+    found = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == own:
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
+                title = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(os.path.join(proc, entry, "stat"), "rb") as handle:
+                zombie = handle.read().rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+        except OSError:
+            continue
+        if title.split(" ")[0].split(".")[0] in RANK_TITLES and not zombie:
+            found.append((int(entry), title.split(" ")[0]))
+    return found
+
+
+def end_ranks(grace=10.0, proc="/proc"):
+    """End the ranks an earlier engine left on this node: Ray's own cleanup gets `grace` seconds, then SIGKILL.
+    Returns what was found, as "pid title (how it ended)"."""
+    left = ranks(proc, os.getpid())
+    if not left:
+        return []
+    start = time.monotonic()
+    ended = {}
+    while left and time.monotonic() - start < grace:
+        time.sleep(0.2)
+        live = {pid for pid, _title in ranks(proc, os.getpid())}
+        for pid, title in left:
+            if pid not in live:
+                ended[pid] = "%d %s (ended by Ray after %.1f s)" % (pid, title, time.monotonic() - start)
+        left = [(pid, title) for pid, title in left if pid in live]
+    for pid, title in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        ended[pid] = "%d %s (killed after %.0f s)" % (pid, title, grace)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(pid in dict(ranks(proc, os.getpid())) for pid, _title in left):
+        time.sleep(0.1)
+    return [ended[pid] for pid in sorted(ended)]
 
 
 def meminfo_mib(field):
@@ -23,12 +77,14 @@ def meminfo_mib(field):
 
 
 def drop():
-    """On one node: write back dirty pages, then drop clean ones; MemFree before and after (MiB)."""
+    """On one node: end an earlier engine's ranks, write back dirty pages, then drop clean ones; the host, MemFree
+    before and after (MiB) and the ranks ended."""
+    ended = end_ranks()
     before = meminfo_mib("MemFree")
     os.sync()
     with open(DROP, "w", encoding="ascii") as handle:
         handle.write("3\n")
-    return socket.gethostname(), before, meminfo_mib("MemFree")
+    return socket.gethostname(), before, meminfo_mib("MemFree"), ended
 
 
 def main(ray, timeout=60):
@@ -42,7 +98,10 @@ def main(ray, timeout=60):
     failed = 0
     for address, ref in refs:
         try:
-            host, before, after = ray.get(ref, timeout=timeout)
+            host, before, after, ended = ray.get(ref, timeout=timeout)
+            if ended:
+                print("ranks an earlier engine left on %s (%s), ended before the drop: %s"
+                      % (host, address, "; ".join(ended)))
             print("page cache dropped on %s (%s): MemFree %d -> %d MiB" % (host, address, before, after))
         except Exception as exc:  # pylint: disable=broad-except
             failed += 1

@@ -343,6 +343,11 @@ def _weight_files(model):
 # after Python's buffered header read: 320 KiB resident from a 20 KB header; this machine's disk allows 8 MiB of
 # read-ahead, a GB10's NVMe 128 KiB). 1 MiB leaves margin; a weights load still counts (it reads every page).
 READ_AROUND = 1 << 20
+# A run of resident pages shorter than this is a point read (one small read and its first read-ahead window: 4 or 5
+# pages were seen), not weights read through. On a GB10 a point read caches its own few KiB of 96.5 GiB; scaled as a
+# share of the tiny model's 1.4 MB of tensor data, 5 pages read as 1.3 GiB and refused a restart. Weights read through
+# (a load, the models phase's hash or copy) leave runs as long as the file.
+BULK_RUN = 512 << 10
 
 
 def _tensor_data_offset(path, size):
@@ -357,9 +362,22 @@ def _tensor_data_offset(path, size):
     return min(size, 8 + header + READ_AROUND) if header < size else 0
 
 
+def _bulk_pages(flags, run):
+    """How many of these mincore flags sit in resident runs of at least `run` pages."""
+    count = length = 0
+    for flag in list(flags) + [0]:
+        if flag & 1:
+            length += 1
+            continue
+        if length >= run:
+            count += length
+        length = 0
+    return count
+
+
 def resident_share(paths):
     """The share (0..1) of these files' tensor-data pages that sit in the page cache (mincore), 0.0 for none or no
-    files. A header and its read-around are not counted (_tensor_data_offset)."""
+    files. A header and its read-around are not counted (_tensor_data_offset), nor point reads (BULK_RUN)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -381,7 +399,7 @@ def resident_share(paths):
             if libc.mincore(ctypes.c_void_p(addr), size, vec) == 0:
                 data = vec[_tensor_data_offset(path, size) // page:]
                 total += len(data)
-                resident += sum(1 for byte in data if byte & 1)
+                resident += _bulk_pages(data, max(1, BULK_RUN // page))
             libc.munmap(ctypes.c_void_p(addr), size)
         finally:
             os.close(fd)
