@@ -82,8 +82,10 @@ def baseline_tree(rev):
     patch = BASELINES / rev / "compat.patch"
     if patch.is_file():
         subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True)
-    (tree / ".collections" / "ansible_collections" / "dgxspark").mkdir(parents=True)
-    (tree / ".collections" / "ansible_collections" / "dgxspark" / "vllm").symlink_to("../../..")
+    link = tree / ".collections" / "ansible_collections" / "dgxspark" / "vllm"
+    if not link.is_symlink():  # revisions that track the link have it already
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to("../../..")
     return tree
 
 

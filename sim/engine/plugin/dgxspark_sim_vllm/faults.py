@@ -375,9 +375,10 @@ def _bulk_pages(flags, run):
     return count
 
 
-def resident_share(paths):
+def resident_share(paths, points=None):
     """The share (0..1) of these files' tensor-data pages that sit in the page cache (mincore), 0.0 for none or no
-    files. A header and its read-around are not counted (_tensor_data_offset), nor point reads (BULK_RUN)."""
+    files. A header and its read-around are not counted (_tensor_data_offset), nor point reads (BULK_RUN): their
+    pages are appended to `points`, a list, when one is given."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -399,7 +400,10 @@ def resident_share(paths):
             if libc.mincore(ctypes.c_void_p(addr), size, vec) == 0:
                 data = vec[_tensor_data_offset(path, size) // page:]
                 total += len(data)
-                resident += _bulk_pages(data, max(1, BULK_RUN // page))
+                bulk = _bulk_pages(data, max(1, BULK_RUN // page))
+                resident += bulk
+                if points is not None:
+                    points.append(sum(1 for byte in data if byte & 1) - bulk)
             libc.munmap(ctypes.c_void_p(addr), size)
         finally:
             os.close(fd)
@@ -412,7 +416,11 @@ def page_cache_gib(model):
     weights = float((json.loads(raw) if raw else {}).get("weights_gib") or 0.0)
     if not weights or not model:
         return 0.0, 0.0
-    share = resident_share(_weight_files(model))
+    points = []
+    share = resident_share(_weight_files(model), points)
+    if sum(points):
+        LOG.info("dgxspark-sim (modelled): %d pages of point reads in the weights not counted as page cache "
+                 "(runs under %d KiB)", sum(points), BULK_RUN >> 10)
     return share * weights, share
 
 
