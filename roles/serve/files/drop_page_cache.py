@@ -63,7 +63,8 @@ def end_ranks(grace=10.0, proc="/proc"):
             pass
         ended[pid] = "%d %s (killed after %.0f s)" % (pid, title, grace)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(pid in dict(ranks(proc, os.getpid())) for pid, _title in left):
+    killed = {pid for pid, _title in left}
+    while time.monotonic() < deadline and killed & {pid for pid, _title in ranks(proc, os.getpid())}:
         time.sleep(0.1)
     return [ended[pid] for pid in sorted(ended)]
 
