@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of the collection: lint, unit tests, ansible-test sanity, and the
 # molecule scenarios on simulated clusters. Installs what it needs (as root).
-#   scripts/test.sh              everything (about 31 minutes on 2 quiet cores and 24 GB; docs/benchmarks.md)
+#   scripts/test.sh              everything (about an hour on 2 quiet cores and 24 GB; docs/benchmarks.md)
 #   scripts/test.sh quick        lint, unit and sanity only: the minutes-long inner loop
 #   scripts/test.sh unit lint    only these stages (lint, unit, sanity, molecule)
 #   MOLECULE_SCENARIOS="default triton" scripts/test.sh molecule
