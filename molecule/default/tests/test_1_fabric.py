@@ -34,8 +34,8 @@ def test_the_engines_path_was_measured_from_the_engines_image_and_recorded():
 def test_a_slow_engine_path_stops_site_before_ray_or_the_engine_change():
     head = sc.node(HEAD)
     pid = head.service("dgxspark-vllm").systemd_properties["MainPID"]
-    # The phases before the fabric's that move nothing the check needs (models, image, mods, caches) are left out: on
-    # this pair they changed nothing, and a whole site.yml cost twice the time and the controller's CPU.
+    # Only preflight, the fabric and the two phases that must not run: the others (node trust, headless, GPU health,
+    # image, mods, models, caches) change nothing on this converged pair, and running them doubled the time and CPU.
     res = sc.playbook("site.yml", "--tags", "preflight,fabric,ray_cluster,serve", "-e", "fabric_remeasure=true",
                       "-e", "fabric_busbw_min_gbytes=1000")
     out = sc.flat(res.stdout)
