@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Which processes of the sim's nodes take the suite's CPU: every process on this machine sampled from /proc (the
+nested nodes' processes are visible there), each put on its node through its cgroup, its CPU time kept as last
+seen, then summed by node side (head, worker, this machine) and by what the process is.
+
+    python3 scripts/suite_procs.py --seconds 3300 [--every 3]     # beside a test run, then print
+
+Measured, with one limit: a process that lives less than --every seconds is mostly missed (Ansible's module runs and
+forks, short docker commands), so long-lived processes (the engine, Ray, Docker) are counted well and the rest is
+under-counted; scripts/suite_cpu.py gives the whole split.
+"""
+import argparse
+import collections
+import os
+import re
+import subprocess
+import time
+
+HZ = os.sysconf("SC_CLK_TCK")
+KINDS = [  # (what, pattern of its command line); the first that matches
+    ("the engine's Ray workers (a rank each)", r"default_worker\.py|setup_worker\.py"),
+    ("vLLM's model registry subprocess", r"vllm\.model_executor\.models\.registry"),
+    ("vLLM's flag read (once per image ID)", r"FlexibleArgumentParser"),
+    ("vllm serve (the API server)", r"vllm serve"),
+    ("the engine core (spawned)", r"multiprocessing\.spawn|spawn_main"),
+    ("the fabric's collective", r"torch\.distributed"),
+    ("Ray's log monitor", r"log_monitor\.py"),
+    ("raylet", r"raylet"),
+    ("Ray's GCS", r"gcs_server"),
+    ("Ray, other (agents, idle workers, ray start)", r"ray::|/ray/|ray start"),
+    ("dockerd", r"dockerd"),
+    ("containerd", r"containerd"),
+    ("ansible-playbook (the controller, without its forks)", r"ansible-playbook"),
+]
+
+
+def kind(cmd):
+    return next((name for name, pattern in KINDS if re.search(pattern, cmd)), "other")
+
+
+def scan(seen, first):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            rest = stat[stat.rindex(")") + 2:].split()
+            cpu = (int(rest[11]) + int(rest[12])) / HZ
+            key = (pid, rest[19])  # pid and start time: a reused pid is another process
+            if key in seen:
+                seen[key][2] = cpu
+                continue
+            with open(f"/proc/{pid}/cgroup") as f:
+                node = re.search(r"libpod-([0-9a-f]{12})", f.read())
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmd = f.read().replace("\0", " ")
+            # A process running when sampling starts counts only what it takes from then on.
+            seen[key] = [node.group(1) if node else "", kind(cmd), cpu, cpu if first else 0.0]
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--every", type=float, default=3)
+    args = p.parse_args()
+    seen, names = {}, {}
+    end, first, last_names = time.time() + args.seconds, True, 0.0
+    while time.time() < end:
+        scan(seen, first)
+        first = False
+        if time.time() - last_names > 60:  # nodes come and go with the scenarios
+            res = subprocess.run(["podman", "ps", "--format", "{{.ID}} {{.Names}}"], capture_output=True, text=True,
+                                 timeout=60, check=False)
+            names.update(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
+            last_names = time.time()
+        time.sleep(args.every)
+    totals, counts = collections.Counter(), collections.Counter()
+    for node, what, cpu, base in seen.values():
+        name = names.get(node, "?") if node else ""
+        side = "this machine" if not node else "head" if name.endswith("-head") else "worker"
+        totals[(side, what)] += cpu - base
+        counts[(side, what)] += 1
+    print(f"CPU seconds by process, {args.seconds:.0f} s sampled every {args.every} s (measured; short-lived processes "
+          "mostly missed)")
+    print("| where | what | processes | CPU s |")
+    print("|---|---|---:|---:|")
+    for (side, what), cpu in totals.most_common():
+        if cpu >= 1:
+            print(f"| {side} | {what} | {counts[(side, what)]} | {cpu:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
