@@ -13,8 +13,9 @@ import argparse
 import collections
 import os
 import re
-import subprocess
 import time
+
+import suite_cpu
 
 HZ = os.sysconf("SC_CLK_TCK")
 KINDS = [  # (what, pattern of its command line); the first that matches
@@ -72,9 +73,7 @@ def main():
         scan(seen, first)
         first = False
         if time.time() - last_names > 60:  # nodes come and go with the scenarios
-            res = subprocess.run(["podman", "ps", "--format", "{{.ID}} {{.Names}}"], capture_output=True, text=True,
-                                 timeout=60, check=False)
-            names.update(line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
+            names.update((cid[:12], name) for cid, name in suite_cpu.names().items())
             last_names = time.time()
         time.sleep(args.every)
     totals, counts = collections.Counter(), collections.Counter()

@@ -11,42 +11,25 @@ Both trees run the same converged nodes: every run must change nothing (the base
 The CPU is measured on this machine; the nodes' own work (modules, the engine) is not in it.
 """
 import argparse
-import os
 import pathlib
-import re
-import resource
 import shlex
 import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from site_runs import ROOT, baseline_tree  # noqa: E402  pylint: disable=wrong-import-position
-
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
+from site_runs import ROOT, baseline_tree, measure  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def run(tree, inventory, args):
-    """(wall s, controller CPU s, task executions, changed) of one ansible-playbook run in `tree`."""
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_COLLECTIONS_PATH=str(tree / ".collections"), PATH=f"{ROOT}/.venv/bin:{os.environ['PATH']}")
-    cmd = ["ansible-playbook", "-i", inventory, *args]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    hosts = RECAP.findall(res.stdout)
-    if res.returncode != 0 or not hosts:
-        sys.stdout.write(res.stdout[-6000:] + res.stderr[-2000:])
-        raise SystemExit(f"{' '.join(cmd)} in {tree} failed (rc {res.returncode})")
-    changed = sum(int(h[2]) for h in hosts)
+    """(wall s, controller CPU s, task executions) of one run in `tree`, which must change nothing."""
+    wall, cpu, hosts = measure(tree, inventory, args)
+    changed = sum(h[2] for h in hosts)
     if changed:
-        raise SystemExit(f"{' '.join(cmd)} in {tree} changed {changed} on a converged cluster: converge it first")
-    return wall, cpu, sum(int(h[1]) + int(h[5]) for h in hosts), changed
+        raise SystemExit(f"ansible-playbook {' '.join(args)} in {tree} changed {changed} on a converged cluster: "
+                         "converge it first")
+    return wall, cpu, sum(h[1] + h[5] for h in hosts)
 
 
 def main():

@@ -22,6 +22,7 @@ import argparse
 import os
 import pathlib
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,22 +34,33 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SIM = [sys.executable, str(ROOT / "sim" / "simctl.py")]
-RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)",
+                   re.M)
 
 
-def playbook(tree, inventory, book, extra):
-    """One ansible-playbook run of the collection in `tree`: (wall s, tasks run, changed)."""
+def measure(tree, inventory, args):
+    """One ansible-playbook run of the collection in `tree`: (wall s, controller CPU s, recap rows
+    (host, ok, changed, unreachable, failed, skipped)). Exits naming the run when it fails."""
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_COLLECTIONS_PATH=str(tree / ".collections"), PATH=f"{ROOT}/.venv/bin:{os.environ['PATH']}")
-    cmd = ["ansible-playbook", "-i", inventory, book, *extra]
+    cmd = ["ansible-playbook", "-i", inventory, *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     hosts = RECAP.findall(res.stdout)
     if res.returncode != 0 or not hosts:
         sys.stdout.write(res.stdout[-6000:] + res.stderr[-2000:])
         raise SystemExit(f"{' '.join(cmd)} in {tree} failed (rc {res.returncode})")
-    return wall, sum(int(h[1]) for h in hosts), sum(int(h[2]) for h in hosts)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, [(h[0], *map(int, h[1:])) for h in hosts]
+
+
+def playbook(tree, inventory, book, extra):
+    """One ansible-playbook run of the collection in `tree`: (wall s, tasks run, changed)."""
+    wall, _cpu, hosts = measure(tree, inventory, [book, *extra])
+    return wall, sum(h[1] for h in hosts), sum(h[2] for h in hosts)
 
 
 def inventory_for(tree, cluster, nodes):
