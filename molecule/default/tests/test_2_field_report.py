@@ -52,14 +52,26 @@ def worker_cache_put_back():
         assert res.returncode == 0, res.stdout[-3000:]
 
 
-def test_diagnose_names_the_kernels_the_cold_worker_lacks(tmp_path):
+def test_diagnose_collects_one_report_naming_the_kernels_the_cold_worker_lacks(tmp_path):
     new_worker_cache()
     res = sc.playbook("playbooks/diagnose.yml", "-e", f"diagnose_report_dir={tmp_path}")
     assert res.returncode == 0, res.stdout[-3000:]
-    text = next(tmp_path.glob("diagnose-*.md")).read_text()
-    worker_part = text[text.index(WORKER):]
+    reports = list(tmp_path.glob("diagnose-*.md"))
+    assert len(reports) == 1, list(tmp_path.iterdir())
+    text = reports[0].read_text()
+    # Each node's own section of the report (the diagnose role's template: "## NODE").
+    assert f"\n## {HEAD}\n" in text and f"\n## {WORKER}\n" in text, text
+    at_head, at_worker = text.index(f"\n## {HEAD}\n"), text.index(f"\n## {WORKER}\n")
+    assert at_head < at_worker, text
+    head_part, worker_part = text[at_head:at_worker], text[at_worker:]
     for k in KERNELS:
-        assert f"MISSING: {k}" in worker_part, k
+        assert f"present: {k}" in head_part and f"MISSING: {k}" in worker_part, k
+    # The rest of the one report: Ray's view of both nodes, the fabric measured again (the sim's rail figures are
+    # modelled) and each node's host stack matched against the known-bad table.
+    assert "Active: 2 nodes" in text or text.count("node_") >= 2, "ray status lists both nodes"
+    assert f"{HEAD} -> {WORKER}, rocep1s0f1: 95.0 Gb/s of RDMA writes" in text, text
+    assert '"figures": "modelled"' in text
+    assert text.count("none of the table's releases on this node") == 2, text
 
 
 def test_with_the_cache_sync_the_first_replay_runs():
